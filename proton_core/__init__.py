@@ -1,0 +1,78 @@
+"""Proton: per-call-path GPU kernel time at an overhead low enough to leave on.
+
+    import proton_core as proton
+    proton.start("my_profile")           # context="shadow", backend chosen for this machine
+    with proton.scope("forward"):
+        model(x)
+    proton.finalize()                    # writes my_profile.hatchet
+"""
+
+from __future__ import annotations
+
+import functools
+
+from .errors import ProtonError
+from .plugins import hookimpl
+from .scope import cpu_timed_scope, enter_scope, exit_scope, scope, state
+from .session import MANAGER
+
+__all__ = [
+    "start", "finalize", "activate", "deactivate", "profile", "scope", "cpu_timed_scope", "state",
+    "enter_scope", "exit_scope", "hookimpl", "ProtonError",
+]
+
+
+def start(name: str | None = None, *, context: str = "shadow", data: str = "tree", backend: str | None = None,
+          mode: str | None = None, hook=None, output_format: str | None = None) -> int:
+    """Start a profiling session and return its id.
+
+    ``name`` is the output path without extension; ``context`` is ``shadow``
+    or ``python``; ``data`` is ``tree`` or ``trace``; ``backend`` overrides
+    ``PROTON_BACKEND``/``[tool.proton]``/auto choice; ``hook`` names layered
+    context sources (``"triton"``, ``"torch"``, ...).  Under the ``proton``
+    command line the program's own calls are ignored.
+    """
+    if MANAGER.cli_owned:
+        return next(iter(MANAGER.sessions), 0)
+    return MANAGER.start(name, context=context, data=data, backend=backend, mode=mode, hook=hook,
+                         output_format=output_format)
+
+
+def activate(session: int | None = None) -> None:
+    """Resume recording into ``session`` (all sessions when None)."""
+    MANAGER.set_active(session, True)
+
+
+def deactivate(session: int | None = None) -> None:
+    """Pause recording into ``session`` (all when None); cheap, needs no device sync."""
+    MANAGER.set_active(session, False)
+
+
+def finalize(session: int | None = None, output_format: str | None = None, *, name: str | None = None) -> list[str]:
+    """Flush, write and close ``session`` (all when None); return the paths written.
+
+    If writing fails the data is kept: call again with ``name=`` to write elsewhere.
+    """
+    if MANAGER.cli_owned:
+        return []
+    return MANAGER.finalize(session, output_format, name)
+
+
+def profile(func=None, *, name: str | None = None, context: str = "shadow", data: str = "tree",
+            backend: str | None = None, mode: str | None = None, hook=None, output_format: str | None = None):
+    """Profile each call of ``func``: ``@proton.profile(name=...)`` or ``proton.profile(f, name=...)(args)``."""
+
+    def decorate(f):
+        @functools.wraps(f)
+        def wrapper(*args, **kwargs):
+            sid = start(name or f.__name__, context=context, data=data, backend=backend, mode=mode, hook=hook,
+                        output_format=output_format)
+            try:
+                return f(*args, **kwargs)
+            finally:
+                if not MANAGER.cli_owned:
+                    finalize(sid)
+
+        return wrapper
+
+    return decorate if func is None else decorate(func)

@@ -1,0 +1,84 @@
+"""The contract between the core and a device-activity backend.
+
+A backend owns the per-launch hot path (usually native code).  The core talks
+to it only at rare moments: when sessions start, stop or change activation,
+when a thread's scope stack changes, and at flush.  Everything a backend
+delivers comes back as one :class:`Batch` of *aggregated* records.
+
+Call paths reach the core as nodes of a trie that the backend owns.  A
+node is ``(node_id, parent_id, kind, value)`` (``parent_id`` 0 is the root):
+
+* ``NODE_CONTEXT`` -- ``value`` is the core context id that was current on
+  the launching thread (scopes, state, Triton op), see ``set_context``;
+* ``NODE_FRAME`` -- ``value`` is a Python frame ``"file:function@line"``,
+  captured at the launch when python frames are on;
+* ``NODE_CAPTURED_AT`` -- the boundary between a CUDA graph's launch path
+  (above) and the path at which the graph was captured (below).
+
+Records are keyed by an *epoch*: the core bumps it whenever the set of
+active sessions changes (``set_epoch``), so deactivation needs no device
+synchronisation and a kernel in flight is still attributed to the sessions
+that were active when it was launched.  Epoch 0 means "nobody listens".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+NODE_CONTEXT = 0
+NODE_FRAME = 1
+NODE_CAPTURED_AT = 2
+
+CAPTURED_AT = "<captured_at>"
+
+
+@dataclass
+class Batch:
+    """What one ``flush`` delivers; every list may be empty."""
+
+    #: (node_id, parent_id, kind, value) for nodes not delivered before.
+    nodes: list = field(default_factory=list)
+    #: (epoch, node_id, kernel_name, device_id, time_ns, count), aggregated.
+    records: list = field(default_factory=list)
+    #: (epoch, node_id, kernel_name, device_id, stream_id, start_ns, end_ns,
+    #: launch_ns, thread_id) per kernel, only while tracing is configured.
+    #: Times are in the ``time.monotonic_ns()`` clock.
+    events: list = field(default_factory=list)
+    #: Activity records the backend or the vendor library had to drop.
+    dropped: int = 0
+    #: {device_type: {"<id>": {arch, num_sms, clock_rate, memory_clock_rate, bus_width}}}
+    devices: dict = field(default_factory=dict)
+    #: The device type the records' device ids refer to ("CUDA", "HIP", ...).
+    device_type: str = "CUDA"
+
+
+class Backend:
+    """Base class for backends; override what your backend supports.
+
+    Methods are called with the core's session lock held, except
+    ``set_context``, which runs on the thread whose context changed.
+    """
+
+    #: Device type of the records ("CUDA", "HIP", or "" for host-only).
+    device_type = ""
+    #: Whether this backend records device kernels at all.
+    records_kernels = True
+
+    def start(self, mode: str | None) -> None:
+        """Begin collecting; ``mode`` is the session's ``mode=`` string."""
+
+    def stop(self) -> None:
+        """Stop collecting; a later ``start`` must work again."""
+
+    def configure(self, *, python_frames: bool, trace: bool) -> None:
+        """Capture Python frames at each launch / keep per-kernel events."""
+
+    def set_epoch(self, epoch: int) -> None:
+        """Tag launches from now on with ``epoch`` (0: record nothing)."""
+
+    def set_context(self, context_id: int) -> None:
+        """The calling thread's current core context id is now ``context_id``."""
+
+    def flush(self) -> Batch:
+        """Deliver everything recorded since the last flush."""
+        return Batch(device_type=self.device_type)

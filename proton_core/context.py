@@ -1,0 +1,144 @@
+"""Context ids: interned call paths of scopes, states and ops, per thread.
+
+The core names every distinct path of user annotations once, with a small
+integer, and tells the backends the id current on each thread whenever it
+changes.  A backend stores that integer per launch; the names are looked up
+only when a profile is built.  A *context source* is a plugin that shapes
+paths: the base sources (``shadow``, ``python``) decide how a kernel's path is
+spelled; layered sources (``triton``, ``torch``, ``jax``, ``nvtx``) add to it.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+
+ROOT_ID = 0
+SCOPE, STATE, OP = "scope", "state", "op"
+
+
+class ContextTree:
+    """Interns (parent id, kind, name) -> id; ids are never reused."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._index: dict[tuple[int, str, str], int] = {}
+        self._entries: list[tuple[int, str, str]] = [(ROOT_ID, "", "")]
+
+    def child(self, parent: int, kind: str, name: str) -> int:
+        key = (parent, kind, name)
+        found = self._index.get(key)
+        if found is not None:
+            return found
+        with self._lock:
+            found = self._index.get(key)
+            if found is None:
+                found = len(self._entries)
+                self._entries.append(key)
+                self._index[key] = found
+        return found
+
+    def path(self, context_id: int) -> list[tuple[str, str]]:
+        """The (kind, name) elements from the outermost to ``context_id``."""
+        out = []
+        entries = self._entries
+        while context_id != ROOT_ID:
+            parent, kind, name = entries[context_id]
+            out.append((kind, name))
+            context_id = parent
+        out.reverse()
+        return out
+
+
+TREE = ContextTree()
+
+
+class ThreadContext(threading.local):
+    """One thread's annotations: the scope stack, its state and its op."""
+
+    def __init__(self) -> None:
+        self.stack: list[tuple[int, str]] = []  # (context id, scope name)
+        self.state: str | None = None
+        self.op: str | None = None
+        self.current = ROOT_ID
+
+    def recompute(self) -> int:
+        ctx = self.stack[-1][0] if self.stack else ROOT_ID
+        if self.state is not None:
+            ctx = TREE.child(ctx, STATE, self.state)
+        if self.op is not None:
+            ctx = TREE.child(ctx, OP, self.op)
+        self.current = ctx
+        return ctx
+
+
+THREAD = ThreadContext()
+
+
+# ------------------------------------------------------------ python frames ----
+_internal_dirs: list[str] = [os.path.dirname(os.path.abspath(__file__)) + os.sep]
+_internal_files: set[str] = set()
+
+
+def register_internal_path(path: str) -> None:
+    """Hide frames of ``path`` (a file, or a directory ending in os.sep) from call paths.
+
+    Plugins call this for their own Python so that the python context shows
+    the user's frames, never the profiler's.
+    """
+    path = os.path.abspath(path)
+    if os.path.isdir(path):
+        _internal_dirs.append(path.rstrip(os.sep) + os.sep)
+    else:
+        _internal_files.add(path)
+
+
+def is_internal(filename: str) -> bool:
+    if filename in _internal_files:
+        return True
+    return any(filename.startswith(d) for d in _internal_dirs)
+
+
+def frame_name(filename: str, function: str, line: int) -> str:
+    """Upstream's frame spelling, ``file:function@line``."""
+    return f"{filename}:{function}@{line}"
+
+
+def capture_frames(start=None) -> list[str]:
+    """The calling thread's Python frames, outermost first, without internal ones."""
+    frame = start if start is not None else sys._getframe(1)
+    names = []
+    while frame is not None:
+        code = frame.f_code
+        filename = code.co_filename
+        if not is_internal(os.path.abspath(filename) if not os.path.isabs(filename) else filename):
+            names.append(frame_name(filename, code.co_name, frame.f_lineno))
+        frame = frame.f_back
+    names.reverse()
+    return names
+
+
+# ---------------------------------------------------------- context sources ----
+class ContextSource:
+    """A plugin that shapes call paths.
+
+    Base sources implement ``spell`` (how a backend node becomes names);
+    layered sources usually only implement ``install``/``uninstall`` (e.g. a
+    launch hook that enters ops) and, optionally, ``rewrite`` (rename or
+    re-parent kernels when the profile is built, as the jax source does).
+    """
+
+    name = ""
+    #: Whether the source needs Python frames captured at each launch.
+    python_frames = False
+
+    def install(self, session) -> None:
+        """Called when a session using this source starts."""
+
+    def uninstall(self, session) -> None:
+        """Called when that session is finalized."""
+
+    def rewrite(self, path: tuple[str, ...], kernel: str) -> tuple[tuple[str, ...], str]:
+        """Return the (path, kernel name) a kernel record is filed under."""
+        return path, kernel

@@ -1,0 +1,1 @@
+"""In-tree base context sources: ``shadow`` (scopes) and ``python`` (frames)."""

@@ -1,0 +1,35 @@
+"""What a base context source decides: how a call path is spelled.
+
+A path is a list of ``(kind, name)`` elements; kinds are the core's
+``scope``/``state``/``op`` plus ``frame`` (a Python frame) and
+``captured_at`` (the CUDA-graph boundary).
+"""
+
+from __future__ import annotations
+
+from ..context import OP, STATE, THREAD, TREE, ContextSource
+
+FRAME, CAPTURED = "frame", "captured_at"
+
+
+class BaseContext(ContextSource):
+    def spell_context(self, context_id: int) -> list[tuple[str, str]]:
+        """Elements for a backend's NODE_CONTEXT node."""
+        raise NotImplementedError
+
+    def spell_frame(self, frame: str) -> list[tuple[str, str]]:
+        """Elements for a backend's NODE_FRAME node."""
+        raise NotImplementedError
+
+    def here(self) -> list[tuple[str, str]]:
+        """The path at the caller, for metrics attached to a scope."""
+        raise NotImplementedError
+
+
+def annotations_only(context_id: int) -> list[tuple[str, str]]:
+    """The state and op elements of a context (what the python context keeps)."""
+    return [e for e in TREE.path(context_id) if e[0] in (STATE, OP)]
+
+
+def current_context() -> int:
+    return THREAD.current

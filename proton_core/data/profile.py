@@ -1,0 +1,31 @@
+"""Everything a session produced, handed to sinks."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .trace import Trace
+from .tree import Tree
+
+
+@dataclass
+class Profile:
+    name: str
+    context: str
+    data: str  # "tree" or "trace"
+    tree: Tree = field(default_factory=Tree)
+    trace: Trace | None = None
+    #: {device_type: {"<id>": {arch, num_sms, clock_rate, memory_clock_rate, bus_width}}}
+    devices: dict = field(default_factory=dict)
+    #: Activity records a backend reported as dropped.
+    dropped: int = 0
+
+    def device_info(self) -> dict:
+        """Device properties of the devices that ran kernels in this profile."""
+        out = {}
+        for device_type, ids in self.tree.device_ids.items():
+            known = self.devices.get(device_type, {})
+            entries = {str(i): known[str(i)] for i in sorted(ids) if str(i) in known}
+            if entries:
+                out[device_type] = entries
+        return out

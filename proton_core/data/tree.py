@@ -1,0 +1,121 @@
+"""The aggregated call tree: one node per distinct path, metrics on nodes.
+
+Values are stored *exclusively* (as measured at each node), the way upstream
+Proton writes them; :meth:`Tree.inclusive` sums inclusive metrics up the tree
+for readers that want totals.  Children are keyed by name, so a Triton op's
+metrics and its renamed kernel share one node; a kernel's time and count are
+kept per device, and a node that ran on several devices is written as one
+sibling node per device.
+"""
+
+from __future__ import annotations
+
+from ..metrics import COUNT_KEY, DEVICE_ID_KEY, DEVICE_TYPE_KEY, PROPERTY, TIME_KEY
+
+
+class Node:
+    __slots__ = ("name", "children", "metrics", "kernels")
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.children: dict[str, Node] = {}
+        self.metrics: dict[str, object] = {}
+        #: (device_type, device_id) -> [time_ns, count]
+        self.kernels: dict[tuple[str, int], list[int]] = {}
+
+    def child(self, name: str) -> "Node":
+        node = self.children.get(name)
+        if node is None:
+            node = self.children[name] = Node(name)
+        return node
+
+    def value(self, key: str):
+        """A metric of this node alone; ``time (ns)``/``count`` summed over devices."""
+        if key == TIME_KEY and self.kernels:
+            return sum(v[0] for v in self.kernels.values())
+        if key == COUNT_KEY and self.kernels:
+            return sum(v[1] for v in self.kernels.values())
+        return self.metrics.get(key, 0)
+
+    def walk(self, path=()):
+        """Yield (path, node) pairs, pre-order; the root's path is ()."""
+        yield path, self
+        for node in self.children.values():
+            yield from node.walk(path + (node.name,))
+
+
+def is_inclusive(key: str) -> bool:
+    return not (key.endswith(("(exc)", "(pty)")) or key.startswith("cpu_time"))
+
+
+class Tree:
+    def __init__(self) -> None:
+        self.root = Node("ROOT")
+        self.device_ids: dict[str, set[int]] = {}
+
+    def node(self, path) -> Node:
+        node = self.root
+        for name in path:
+            node = node.child(name)
+        return node
+
+    def add_kernel(self, path, kernel: str, device_type: str, device_id: int, time_ns: int, count: int) -> None:
+        node = self.node(path).child(kernel)
+        stats = node.kernels.get((device_type, device_id))
+        if stats is None:
+            node.kernels[(device_type, device_id)] = [time_ns, count]
+            self.device_ids.setdefault(device_type, set()).add(device_id)
+        else:
+            stats[0] += time_ns
+            stats[1] += count
+
+    def add_metrics(self, path, metrics) -> None:
+        """Merge parsed ``[(MetricName, number)]`` into the node at ``path``."""
+        store = self.node(path).metrics
+        for name, value in metrics:
+            key = name.key
+            if name.kind == PROPERTY:
+                store[key] = value
+            else:
+                store[key] = store.get(key, 0) + value
+
+    def find(self, *path: str) -> Node | None:
+        """The node at ``path`` (names below ROOT), or None."""
+        node = self.root
+        for name in path:
+            node = node.children.get(name)
+            if node is None:
+                return None
+        return node
+
+    def inclusive(self, key: str, node: Node | None = None):
+        """``key`` summed over ``node`` and its subtree (exc/pty: the node only)."""
+        node = node or self.root
+        if not is_inclusive(key):
+            return node.metrics.get(key, 0)
+        return node.value(key) + sum(self.inclusive(key, c) for c in node.children.values())
+
+    def to_literal(self) -> dict:
+        """The root as a hatchet literal node (``frame``/``metrics``/``children``)."""
+
+        def convert(node: Node) -> list[dict]:
+            children = [lit for c in node.children.values() for lit in convert(c)]
+            devices = sorted(node.kernels.items()) or [None]
+            out = []
+            for i, entry in enumerate(devices):
+                metrics = dict(node.metrics) if i == 0 else {}
+                if entry is not None:
+                    (device_type, device_id), (time_ns, count) = entry
+                    metrics[TIME_KEY] = time_ns
+                    metrics[COUNT_KEY] = count
+                    metrics[DEVICE_ID_KEY] = str(device_id)
+                    metrics[DEVICE_TYPE_KEY] = device_type
+                out.append({"frame": {"name": node.name, "type": "function"}, "metrics": metrics,
+                            "children": children if i == 0 else []})
+            return out
+
+        (literal,) = convert(self.root)
+        if self.device_ids:  # upstream marks the root so every reader sees the columns
+            literal["metrics"].setdefault(COUNT_KEY, 0)
+            literal["metrics"].setdefault(TIME_KEY, 0)
+        return literal

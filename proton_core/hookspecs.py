@@ -1,0 +1,68 @@
+"""Every hook a Proton plugin can implement, grouped by plugin kind.
+
+Plugins never hand objects to the core through return values: each
+registration hook receives a ``register`` callback, so the core owns names,
+duplicate detection and error messages (the pattern of llm's
+``register_models``).  A plugin module implements any subset of these with
+``@proton_core.hookimpl``.
+"""
+
+from __future__ import annotations
+
+import pluggy
+
+hookspec = pluggy.HookspecMarker("proton")
+
+
+# --------------------------------------------------------------- backends ----
+@hookspec
+def proton_register_backends(register):
+    """Register device-activity backends.
+
+    Call ``register(name, factory, *, description="", priority=0, available=None)``.
+    ``factory()`` returns an object implementing :class:`proton_core.backend.Backend`
+    and may raise :class:`proton_core.errors.BackendUnavailable` with a reason.
+    ``available()`` (optional, cheap, no side effects) returns ``None`` when
+    the backend can run here or a string saying why not; automatic backend
+    choice takes the available backend of highest ``priority``.
+    """
+
+
+# -------------------------------------------------------- context sources ----
+@hookspec
+def proton_register_contexts(register):
+    """Register context sources.
+
+    Call ``register(name, factory, *, description="", base=False)``.
+    A *base* source (``shadow``, ``python``) decides how a kernel's call path
+    is spelled and is chosen with ``start(context=...)``.  Other sources are
+    layered on top with ``start(hook="a,b")`` (``triton``, ``torch``, ``jax``,
+    ``nvtx``); ``factory()`` returns a :class:`proton_core.context.ContextSource`.
+    """
+
+
+# ------------------------------------------------------------------ sinks ----
+@hookspec
+def proton_register_sinks(register):
+    """Register output formats.
+
+    Call ``register(name, sink, *, extension, data=("tree",), description="")``.
+    ``sink(profile, path)`` writes a :class:`proton_core.data.profile.Profile`
+    to ``path``; ``data`` names the data kinds (``tree``, ``trace``) it can write.
+    """
+
+
+# -------------------------------------------------------------- lifecycle ----
+@hookspec
+def proton_session_started(session):
+    """A session started; ``session`` is the live :class:`Session`."""
+
+
+@hookspec
+def proton_session_finalizing(session):
+    """A session is about to be written: last chance to add metrics."""
+
+
+@hookspec
+def proton_session_finalized(session, paths):
+    """A session was written to ``paths`` (a list of file paths)."""

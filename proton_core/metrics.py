@@ -1,0 +1,126 @@
+"""Metric names, kinds and values, as the seed's "Metrics naming" table says.
+
+A metric name is ``name [(unit)] [(type)]`` with type ``inc`` (default:
+accumulated and propagated to parents), ``exc`` (accumulated, never
+propagated) or ``pty`` (a property: the last value is kept, never summed).
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import re
+from dataclasses import dataclass
+
+from .errors import ProtonError
+
+INCLUSIVE, EXCLUSIVE, PROPERTY = "inc", "exc", "pty"
+
+#: Names the profiler itself writes; users may not use them for their metrics.
+RESERVED = frozenset({"time", "count", "device_id", "device_type", "cpu_time"})
+
+#: Keys written for kernels, spelled as upstream Proton spells them.
+TIME_KEY = "time (ns)"
+COUNT_KEY = "count"
+DEVICE_ID_KEY = "device_id"
+DEVICE_TYPE_KEY = "device_type"
+CPU_TIME_KEY = "cpu_time (ns)"
+
+#: Metrics the Triton launch hook documents; others are accepted too.
+FLOPS_WIDTHS = (8, 16, 32, 64)
+
+_NAME = re.compile(r"^\s*([^\s()]+)\s*(?:\(([^()]*)\))?\s*(?:\((inc|exc|pty)\))?\s*$")
+
+
+@dataclass(frozen=True)
+class MetricName:
+    """A parsed metric name; ``key`` is how it is written in the profile."""
+
+    base: str
+    unit: str | None
+    kind: str
+
+    @property
+    def key(self) -> str:
+        text = self.base if self.unit is None else f"{self.base} ({self.unit})"
+        if self.base == "cpu_time":  # upstream writes it without a suffix
+            return text
+        return text if self.kind == INCLUSIVE else f"{text}({self.kind})"
+
+
+_cache: dict[str, MetricName] = {}
+
+
+def parse_name(name: object, *, allow_reserved: bool = False) -> MetricName:
+    """Parse and check a metric name; raise ProtonError saying what is wrong."""
+    cached = _cache.get(name) if isinstance(name, str) else None
+    if cached is not None and (allow_reserved or cached.base not in RESERVED):
+        return cached
+    if not isinstance(name, str):
+        raise ProtonError(f"metric name {name!r} is not a string: use names like 'flops16' or 'bytes (B)'")
+    m = _NAME.match(name)
+    if not m:
+        raise ProtonError(
+            f"metric name {name!r} is malformed: write 'name', 'name (unit)' or 'name (unit)(exc|pty)' "
+            "with no spaces in the name"
+        )
+    parsed = MetricName(m.group(1), m.group(2), m.group(3) or INCLUSIVE)
+    if parsed.base in RESERVED and not allow_reserved:
+        raise ProtonError(
+            f"metric name {name!r} clashes with the reserved name '{parsed.base}' "
+            f"(reserved: {', '.join(sorted(RESERVED))}); pick another name"
+        )
+    _cache[name] = parsed
+    return parsed
+
+
+def is_tensor(value: object) -> bool:
+    """A framework tensor (torch, jax, numpy 0-d array) rather than a number."""
+    return hasattr(value, "shape") and hasattr(value, "dtype") and not isinstance(value, numbers.Number)
+
+
+def check_value(name: str, value: object):
+    """Return ``value`` as accepted: a non-negative int/float or a 0-d tensor.
+
+    Tensors are kept as they are (reading them would synchronise the device);
+    they are read, and checked for sign, when the session is flushed.
+    """
+    if isinstance(value, bool):
+        raise ProtonError(f"metric {name!r} has a bool value {value!r}: pass an int or float")
+    if isinstance(value, numbers.Integral):
+        value = int(value)
+    elif isinstance(value, numbers.Real):
+        value = float(value)
+        if math.isnan(value) or math.isinf(value):
+            raise ProtonError(f"metric {name!r} has value {value}: pass a finite number")
+    elif is_tensor(value):
+        if tuple(value.shape) != ():
+            raise ProtonError(
+                f"metric {name!r} is a tensor of shape {tuple(value.shape)}: pass a 0-d tensor, e.g. t.sum()"
+            )
+        if not any(word in str(value.dtype) for word in ("int", "float")):
+            raise ProtonError(f"metric {name!r} is a tensor of dtype {value.dtype}: pass an integer or float tensor")
+        return value
+    else:
+        raise ProtonError(
+            f"metric {name!r} has a {type(value).__name__} value {value!r}: pass an int, float or 0-d tensor"
+        )
+    if value < 0:
+        raise ProtonError(f"metric {name!r} has the negative value {value}: metrics must be >= 0")
+    return value
+
+
+def read_tensor(name: str, value) -> int | float:
+    """Turn a 0-d tensor into a checked Python number (at flush time)."""
+    number = value.item() if hasattr(value, "item") else float(value)
+    return check_value(name, number)
+
+
+def parse_metrics(metrics) -> list[tuple[MetricName, object]]:
+    """Validate a ``{name: value}`` dict at the call; return parsed pairs."""
+    if metrics is None:
+        return []
+    if not isinstance(metrics, dict):
+        raise ProtonError(f"metrics must be a dict of name -> number, not {type(metrics).__name__}")
+    return [(parse_name(k), check_value(k, v)) for k, v in metrics.items()]
+

@@ -1,0 +1,403 @@
+"""Sessions and the manager that routes backend records into them.
+
+One backend instance serves every session that names it.  The manager gives
+each backend an *epoch* per distinct set of active sessions, so records
+delivered at flush go to exactly the sessions that were active when their
+kernel was launched (see :mod:`proton_core.backend`).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+
+from . import config
+from .backend import NODE_CAPTURED_AT, NODE_CONTEXT, NODE_FRAME, CAPTURED_AT
+from .context import OP, THREAD
+from .contexts.base import CAPTURED
+from .data import Profile, Trace
+from .data.trace import KernelEvent
+from .errors import BackendUnavailable, ProtonError
+from .metrics import read_tensor
+from .plugins import get_plugins
+
+DATA_KINDS = ("tree", "trace")
+DEFAULT_FORMAT = {"tree": "hatchet", "trace": "chrome_trace"}
+
+
+class BackendState:
+    """A running backend and the bookkeeping that routes its records."""
+
+    def __init__(self, name: str, backend, device_type: str) -> None:
+        self.name = name
+        self.backend = backend
+        self.device_type = device_type
+        self.sessions: list[Session] = []
+        self.epoch = 0
+        self.epochs: dict[int, tuple] = {}
+        self.nodes: dict[int, tuple[int, int, object]] = {}
+        self.devices: dict = {}
+
+
+class Session:
+    def __init__(self, sid, name, base_name, base, data, backend_state, mode, layers, output_format):
+        self.id = sid
+        self.name = name
+        self.context = base_name
+        self.base = base
+        self.data = data
+        self.backend_state = backend_state
+        self.mode = mode
+        self.layers = layers  # [(name, ContextSource)]
+        self.output_format = output_format
+        self.active = True
+        self.closed = False  # detached from its backend; only writing is left
+        self.profile = Profile(name, base_name, data, trace=Trace() if data == "trace" else None)
+        self.pending: list = []  # (path, MetricName, tensor) read at flush
+        self._paths: dict[int, tuple] = {0: ()}
+
+    @property
+    def backend(self) -> str:
+        return self.backend_state.name
+
+    # -------------------------------------------------------------- paths ----
+    def elements(self, node_id: int) -> tuple:
+        """The (kind, name) path of a backend node, spelled by this session's base context."""
+        cached = self._paths.get(node_id)
+        if cached is not None:
+            return cached
+        chain = []
+        nodes = self.backend_state.nodes
+        while node_id not in self._paths:
+            parent, kind, value = nodes[node_id]
+            chain.append((node_id, kind, value))
+            node_id = parent
+        path = self._paths[node_id]
+        for nid, kind, value in reversed(chain):
+            if kind == NODE_CONTEXT:
+                path = path + tuple(self.base.spell_context(value))
+            elif kind == NODE_FRAME:
+                path = path + tuple(self.base.spell_frame(value))
+            elif kind == NODE_CAPTURED_AT:
+                path = path + ((CAPTURED, CAPTURED_AT),)
+            self._paths[nid] = path
+        return path
+
+    def kernel_path(self, elements, kernel: str):
+        """Names of the kernel's parent path and its node name (an op renames it)."""
+        if elements and elements[-1][0] == OP:
+            kernel = elements[-1][1]
+            elements = elements[:-1]
+        path = tuple(name for _, name in elements)
+        for _, layer in self.layers:
+            path, kernel = layer.rewrite(path, kernel)
+        return path, kernel
+
+    def add_record(self, node_id, kernel, device_id, time_ns, count) -> None:
+        path, kernel = self.kernel_path(self.elements(node_id), kernel)
+        self.profile.tree.add_kernel(path, kernel, self.backend_state.device_type, device_id, time_ns, count)
+
+    def add_event(self, node_id, kernel, device_id, stream, start, end, launch, tid) -> None:
+        path, kernel = self.kernel_path(self.elements(node_id), kernel)
+        self.profile.trace.kernels.append(
+            KernelEvent(path, kernel, self.backend_state.device_type, device_id, stream, start, end, launch, tid)
+        )
+
+    def add_metrics(self, elements, parsed) -> None:
+        path = tuple(name for _, name in elements)
+        numbers = []
+        for name, value in parsed:
+            if isinstance(value, (int, float)):
+                numbers.append((name, value))
+            else:
+                self.pending.append((path, name, value))
+        if numbers:
+            self.profile.tree.add_metrics(path, numbers)
+
+    def resolve_pending(self) -> None:
+        pending, self.pending = self.pending, []
+        for path, name, tensor in pending:
+            self.profile.tree.add_metrics(path, [(name, read_tensor(name.key, tensor))])
+
+
+class Manager:
+    """All sessions of this process; every public API call goes through it."""
+
+    def __init__(self) -> None:
+        self.lock = threading.RLock()
+        self.sessions: dict[int, Session] = {}
+        self.backends: dict[str, BackendState] = {}
+        self.next_id = 0
+        #: Snapshots read without the lock on the scope paths.
+        self.active: tuple[Session, ...] = ()
+        self.running: tuple[BackendState, ...] = ()
+        self.cli_owned = False  # under `proton script.py`: user start/finalize are ignored
+        self._warned_host = False
+
+    # ------------------------------------------------------------- lookups ----
+    def get(self, session_id) -> list[Session]:
+        if session_id is None:
+            return list(self.sessions.values())
+        session = self.sessions.get(session_id)
+        if session is None:
+            known = ", ".join(str(k) for k in self.sessions) or "none"
+            raise ProtonError(f"no session {session_id!r} is open (open sessions: {known})")
+        return [session]
+
+    # --------------------------------------------------------------- start ----
+    def start(self, name=None, *, context="shadow", data="tree", backend=None, mode=None, hook=None,
+              output_format=None) -> int:
+        plugins = get_plugins()
+        defaults = config.project_defaults()
+        name = name or defaults.get("name") or "proton"
+        if not isinstance(name, str):
+            raise ProtonError(f"name must be a string path such as 'profile', not {type(name).__name__}")
+        base_reg = plugins.contexts.get(context)
+        if base_reg is None or not base_reg.options.get("base"):
+            bases = [n for n in plugins.contexts.names() if plugins.contexts.get(n).options.get("base")]
+            raise ProtonError(f"unknown context {context!r}: choose one of {', '.join(bases)}")
+        if data not in DATA_KINDS:
+            raise ProtonError(f"unknown data {data!r}: choose 'tree' (aggregated) or 'trace' (every event)")
+        output_format = output_format or defaults.get("output_format") or DEFAULT_FORMAT[data]
+        check_format(output_format, data)
+        layers = []
+        for hook_name in split_names(hook):
+            reg = plugins.contexts.get(hook_name)
+            if reg is None or reg.options.get("base"):
+                layered = [n for n in plugins.contexts.names() if not plugins.contexts.get(n).options.get("base")]
+                raise ProtonError(
+                    f"unknown hook {hook_name!r}: installed hooks are {', '.join(layered) or 'none'} "
+                    "(pip install proton[frameworks] for triton, torch and jax)"
+                )
+            layers.append((hook_name, reg))
+        with self.lock:
+            state = self._backend(backend, mode)
+            base = base_reg.obj()
+            layer_objs = [(n, reg.obj()) for n, reg in layers]
+            sid = self.next_id
+            self.next_id += 1
+            session = Session(sid, name, context, base, data, state, mode, layer_objs, output_format)
+            self.sessions[sid] = session
+            state.sessions.append(session)
+            self._configure(state)
+            self._refresh()
+            state.backend.set_context(THREAD.current)
+            for _, layer in layer_objs:
+                layer.install(session)
+        plugins.hook.proton_session_started(session=session)
+        return sid
+
+    def _backend(self, requested, mode) -> BackendState:
+        plugins = get_plugins()
+        name, source = config.choose_backend(requested)
+        if name is None:
+            name = self._auto_backend(plugins)
+            source = "auto"
+        reg = plugins.backends.get(name)
+        if reg is None:
+            raise ProtonError(f"unknown backend {name!r} (from {source}); {describe_backends(plugins)}")
+        modes = reg.options.get("modes", ())
+        if mode is not None and mode not in modes and not any(str(mode).startswith(m) for m in modes):
+            raise ProtonError(
+                f"backend {name!r} has no mode {mode!r}; its modes are: {', '.join(modes) or 'none (omit mode)'}"
+            )
+        state = self.backends.get(name)
+        if state is not None:
+            return state
+        try:
+            backend = reg.obj()
+        except BackendUnavailable as exc:
+            raise ProtonError(f"backend {name!r} cannot run here: {exc}") from None
+        state = BackendState(name, backend, getattr(backend, "device_type", ""))
+        backend.start(mode)
+        self.backends[name] = state
+        return state
+
+    def _auto_backend(self, plugins) -> str:
+        reasons = []
+        for reg in sorted(plugins.backends.items.values(), key=lambda r: -r.options.get("priority", 0)):
+            if reg.name == "host":
+                continue
+            available = reg.options.get("available")
+            reason = available() if available else None
+            if reason is None:
+                return reg.name
+            reasons.append(f"{reg.name}: {reason}")
+        if not self._warned_host:
+            self._warned_host = True
+            why = "; ".join(reasons) if reasons else "no GPU backend plugin installed (pip install proton[cupti])"
+            sys.stderr.write(f"proton: no GPU backend can run ({why}); using the host-only backend\n")
+        return "host"
+
+    # ---------------------------------------------------- activity routing ----
+    def _configure(self, state: BackendState) -> None:
+        live = [s for s in state.sessions if not s.closed]
+        state.backend.configure(
+            python_frames=any(s.base.python_frames or any(l.python_frames for _, l in s.layers) for s in live),
+            trace=any(s.data == "trace" for s in live),
+        )
+
+    def _refresh(self) -> None:
+        """Recompute snapshots and give every backend a new epoch."""
+        self.active = tuple(s for s in self.sessions.values() if s.active and not s.closed)
+        self.running = tuple(self.backends.values())
+        for state in self.backends.values():
+            members = tuple(s for s in state.sessions if s.active and not s.closed)
+            if members:
+                state.epoch += 1
+                state.epochs[state.epoch] = members
+                state.backend.set_epoch(state.epoch)
+            else:
+                state.backend.set_epoch(0)
+
+    def flush(self, state: BackendState) -> None:
+        batch = state.backend.flush()
+        for node_id, parent, kind, value in batch.nodes:
+            state.nodes[node_id] = (parent, kind, value)
+        state.devices.update({k: {**state.devices.get(k, {}), **v} for k, v in batch.devices.items()})
+        epochs = state.epochs
+        for epoch, node_id, kernel, device_id, time_ns, count in batch.records:
+            for session in epochs.get(epoch, ()):
+                if not session.closed:
+                    session.add_record(node_id, kernel, device_id, time_ns, count)
+        for epoch, node_id, kernel, device_id, stream, start, end, launch, tid in batch.events:
+            for session in epochs.get(epoch, ()):
+                if not session.closed and session.data == "trace":
+                    session.add_event(node_id, kernel, device_id, stream, start, end, launch, tid)
+        for session in state.sessions:
+            session.profile.devices = state.devices
+            if batch.dropped and not session.closed:
+                session.profile.dropped += batch.dropped
+        if batch.dropped:
+            sys.stderr.write(
+                f"proton: backend {state.name!r} dropped {batch.dropped} activity records; "
+                "their kernels are missing from the profile (see 'dropped' in the profile)\n"
+            )
+
+    # --------------------------------------------------------- activation ----
+    def set_active(self, session_id, active: bool) -> None:
+        with self.lock:
+            for session in self.get(session_id):
+                if not session.closed:
+                    session.active = active
+            self._refresh()
+
+    # ------------------------------------------------------------ finalize ----
+    def finalize(self, session_id=None, output_format=None, name=None) -> list[str]:
+        plugins = get_plugins()
+        with self.lock:
+            sessions = self.get(session_id)
+            if name is not None and len(sessions) != 1:
+                raise ProtonError("finalize(name=...) needs one session: pass the session id too")
+            for session in sessions:
+                if output_format is not None:
+                    check_format(output_format, session.data)
+            self._close(sessions, plugins)
+            written, errors = [], []
+            for session in sessions:
+                fmt = output_format or session.output_format
+                try:
+                    written.append(write(session, fmt, name or session.name, plugins))
+                except ProtonError as exc:
+                    errors.append(str(exc))
+                    continue
+                del self.sessions[session.id]
+                plugins.hook.proton_session_finalized(session=session, paths=[written[-1]])
+            self._refresh()
+        if errors:
+            raise ProtonError(" | ".join(errors))
+        return written
+
+    def _close(self, sessions, plugins) -> None:
+        """Detach sessions from their backends, flushing what they recorded."""
+        closing = [s for s in sessions if not s.closed]
+        for state in {id(s.backend_state): s.backend_state for s in closing}.values():
+            self.flush(state)
+        for session in closing:
+            plugins.hook.proton_session_finalizing(session=session)
+            session.resolve_pending()
+            session.closed = True
+            session.active = False
+            for _, layer in session.layers:
+                layer.uninstall(session)
+            state = session.backend_state
+            state.sessions.remove(session)
+            if state.sessions:
+                self._configure(state)
+            else:
+                state.backend.set_epoch(0)
+                state.backend.stop()
+                del self.backends[state.name]
+
+    # -------------------------------------------------------------- scopes ----
+    def notify_context(self, context_id: int) -> None:
+        for state in self.running:
+            state.backend.set_context(context_id)
+
+    def add_metrics_here(self, parsed) -> None:
+        for session in self.active:
+            session.add_metrics(session.base.here(), parsed)
+
+
+def split_names(value) -> list[str]:
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [v.strip() for v in value.split(",") if v.strip()]
+    if isinstance(value, (list, tuple)):
+        return [str(v) for v in value]
+    raise ProtonError(f"hook must be a name such as 'triton' or a list of names, not {type(value).__name__}")
+
+
+def check_format(output_format, data) -> None:
+    sinks = get_plugins().sinks
+    reg = sinks.get(output_format) if isinstance(output_format, str) else None
+    if reg is None:
+        raise ProtonError(f"unknown output_format {output_format!r}: choose one of {', '.join(sinks.names())}")
+    if data not in reg.options.get("data", ("tree",)):
+        fit = [n for n in sinks.names() if data in sinks.get(n).options.get("data", ("tree",))]
+        raise ProtonError(f"output_format {output_format!r} cannot write data={data!r}: use one of {', '.join(fit)}")
+
+
+def output_path(name: str, extension: str) -> str:
+    return name if name.endswith("." + extension) else f"{name}.{extension}"
+
+
+def write(session: Session, fmt: str, name: str, plugins) -> str:
+    reg = plugins.sinks.get(fmt)
+    path = output_path(name, reg.options["extension"])
+    directory = os.path.dirname(os.path.abspath(path))
+    tmp = os.path.join(directory, f".{os.path.basename(path)}.{os.getpid()}.tmp")
+    try:
+        reg.obj(session.profile, tmp)
+        os.replace(tmp, path)
+    except OSError as exc:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise ProtonError(
+            f"cannot write session {session.id}'s profile to {path!r} ({exc.strerror or exc}); its data is kept: "
+            f"call proton.finalize({session.id}, name='<writable path>')"
+        ) from None
+    return path
+
+
+def describe_backends(plugins) -> str:
+    parts = []
+    for name in plugins.backends.names():
+        available = plugins.backends.get(name).options.get("available")
+        reason = available() if available else None
+        parts.append(name if reason is None else f"{name} (unavailable: {reason})")
+    missing = [n for n in ("cupti", "roctracer", "instrumentation") if n not in plugins.backends.items]
+    hint = f"; not installed: {', '.join(missing)} (pip install proton[<name>])" if missing else ""
+    return f"installed backends: {', '.join(parts)}{hint}"
+
+
+MANAGER = Manager()
+
+
+def now_ns() -> int:
+    return time.monotonic_ns()

@@ -1,0 +1,1 @@
+"""In-tree sinks, registered through the same hook as third-party ones."""

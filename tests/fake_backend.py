@@ -1,0 +1,120 @@
+"""A backend that feeds synthetic kernel records, for exact checks on CPU.
+
+It is a pure-Python model of what a native backend does per launch: read the
+thread's context id, optionally walk Python frames, intern the chain in a
+trie, and aggregate by (epoch, node, kernel, device).  Graph capture and
+replay re-root the captured chains under ``<captured_at>``.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from proton_core.backend import NODE_CAPTURED_AT, NODE_CONTEXT, NODE_FRAME, Backend, Batch
+from proton_core.context import capture_frames, register_internal_path
+from proton_core.plugins import hookimpl
+
+register_internal_path(__file__)
+
+DEVICES = {"CUDA": {"0": {"arch": "90", "num_sms": 132, "clock_rate": 1980000, "memory_clock_rate": 3201000,
+                          "bus_width": 6144},
+                    "1": {"arch": "90", "num_sms": 132, "clock_rate": 1980000, "memory_clock_rate": 3201000,
+                          "bus_width": 6144}}}
+
+
+class FakeBackend(Backend):
+    device_type = "CUDA"
+    instance = None
+
+    def __init__(self) -> None:
+        FakeBackend.instance = self
+        self.local = threading.local()
+        self.lock = threading.Lock()
+        self.trie: dict[tuple, int] = {}
+        self.new_nodes: list = []
+        self.records: dict[tuple, list] = {}
+        self.events: list = []
+        self.epoch = 0
+        self.python_frames = False
+        self.trace = False
+        self.started = 0
+        self.stopped = 0
+        self.dropped = 0
+
+    # ------------------------------------------------------------ contract ----
+    def start(self, mode):
+        self.started += 1
+
+    def stop(self):
+        self.stopped += 1
+
+    def configure(self, *, python_frames, trace):
+        self.python_frames, self.trace = python_frames, trace
+
+    def set_epoch(self, epoch):
+        self.epoch = epoch
+
+    def set_context(self, context_id):
+        self.local.ctx = context_id
+
+    def flush(self):
+        with self.lock:
+            records = [(*k, v[0], v[1]) for k, v in self.records.items()]
+            batch = Batch(nodes=self.new_nodes, records=records, events=self.events, dropped=self.dropped,
+                          devices=DEVICES, device_type="CUDA")
+            self.new_nodes, self.records, self.events, self.dropped = [], {}, [], 0
+        return batch
+
+    # ------------------------------------------------------------- helpers ----
+    def _intern(self, parent, kind, value):
+        key = (parent, kind, value)
+        node = self.trie.get(key)
+        if node is None:
+            node = self.trie[key] = len(self.trie) + 1
+            self.new_nodes.append((node, parent, kind, value))
+        return node
+
+    def _chain(self):
+        chain = []
+        if self.python_frames:
+            chain += [(NODE_FRAME, f) for f in capture_frames()]
+        chain.append((NODE_CONTEXT, getattr(self.local, "ctx", 0)))
+        return chain
+
+    def _record(self, epoch, chain, kernel, duration_ns, device, stream, launch_ns):
+        with self.lock:
+            node = 0
+            for kind, value in chain:
+                node = self._intern(node, kind, value)
+            stats = self.records.setdefault((epoch, node, kernel, device), [0, 0])
+            stats[0] += duration_ns
+            stats[1] += 1
+            if self.trace:
+                start = time.monotonic_ns()
+                self.events.append((epoch, node, kernel, device, stream, start, start + duration_ns, launch_ns,
+                                    threading.get_native_id()))
+
+    def launch(self, kernel, duration_ns=1000, device=0, stream=7):
+        """One kernel launch from the calling thread."""
+        if self.epoch == 0:
+            return
+        self._record(self.epoch, self._chain(), kernel, duration_ns, device, stream, time.monotonic_ns())
+
+    def capture(self, kernels):
+        """Capture a graph of ``[(kernel, duration_ns)]`` at the current path."""
+        chain = self._chain() if self.epoch else None
+        return [(k, d, chain) for k, d in kernels]
+
+    def replay(self, graph, device=0):
+        if self.epoch == 0:
+            return
+        launch_chain = self._chain()
+        for kernel, duration, captured in graph:
+            chain = launch_chain + ([(NODE_CAPTURED_AT, None)] + captured if captured else [])
+            self._record(self.epoch, chain, kernel, duration, device, 7, time.monotonic_ns())
+
+
+@hookimpl
+def proton_register_backends(register):
+    register("fake", FakeBackend, priority=-1, modes=("fastmode",), description="synthetic records for tests")
