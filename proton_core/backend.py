@@ -82,3 +82,13 @@ class Backend:
     def flush(self) -> Batch:
         """Deliver everything recorded since the last flush."""
         return Batch(device_type=self.device_type)
+
+
+def register_unavailable(register, name: str, reason: str, **options) -> None:
+    """Register a backend that always explains why it cannot run (placeholders)."""
+    from .errors import BackendUnavailable
+
+    def factory():
+        raise BackendUnavailable(reason)
+
+    register(name, factory, available=lambda: reason, **options)

@@ -24,7 +24,8 @@ def proton_register_backends(register):
     and may raise :class:`proton_core.errors.BackendUnavailable` with a reason.
     ``available()`` (optional, cheap, no side effects) returns ``None`` when
     the backend can run here or a string saying why not; automatic backend
-    choice takes the available backend of highest ``priority``.
+    choice takes the available backend of highest positive ``priority`` and
+    falls back to ``host``.
     """
 
 

@@ -64,7 +64,10 @@ def parse_name(name: object, *, allow_reserved: bool = False) -> MetricName:
             f"metric name {name!r} is malformed: write 'name', 'name (unit)' or 'name (unit)(exc|pty)' "
             "with no spaces in the name"
         )
-    parsed = MetricName(m.group(1), m.group(2), m.group(3) or INCLUSIVE)
+    unit, kind = m.group(2), m.group(3)
+    if kind is None and unit in (INCLUSIVE, EXCLUSIVE, PROPERTY):  # "x (exc)": a type, not a unit
+        unit, kind = None, unit
+    parsed = MetricName(m.group(1), unit, kind or INCLUSIVE)
     if parsed.base in RESERVED and not allow_reserved:
         raise ProtonError(
             f"metric name {name!r} clashes with the reserved name '{parsed.base}' "

@@ -218,7 +218,7 @@ class Manager:
     def _auto_backend(self, plugins) -> str:
         reasons = []
         for reg in sorted(plugins.backends.items.values(), key=lambda r: -r.options.get("priority", 0)):
-            if reg.name == "host":
+            if reg.options.get("priority", 0) <= 0:  # host and test backends are never auto-picked
                 continue
             available = reg.options.get("available")
             reason = available() if available else None

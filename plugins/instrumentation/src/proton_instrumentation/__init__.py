@@ -1,0 +1,1 @@
+"""Proton's intra-kernel instrumentation backend (not implemented yet)."""

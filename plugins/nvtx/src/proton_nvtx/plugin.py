@@ -1,0 +1,1 @@
+"""Loads as a plugin so installation and ``proton plugins`` work; adds no hooks yet."""

@@ -1,0 +1,1 @@
+"""Proton's roctracer backend for AMD GPUs (not implemented yet)."""

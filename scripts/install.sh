@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Install Proton (core + every plugin + viewer + test tools) into the current Python,
+# editable, from this checkout. CPU torch comes from the pinned 2.13.0 file, never a range.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+$PY -m pip install -q --upgrade pip
+$PY -m pip install -q "torch==2.13.0"
+plugins=()
+for dir in plugins/*/; do
+  [ -f "$dir/pyproject.toml" ] && plugins+=(-e "$dir")
+done
+$PY -m pip install -q -e ".[viewer,test]" "${plugins[@]}"
+echo "proton installed: core and ${#plugins[@]} plugin distributions"

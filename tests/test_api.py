@@ -1,0 +1,263 @@
+"""The public API's semantics: scopes, metrics, sessions, errors at the call."""
+
+import json
+import os
+import threading
+
+import pytest
+
+import proton_core as proton
+from conftest import load, node
+from proton_core.errors import ProtonError
+from proton_core.session import MANAGER
+
+
+class Scalar:
+    """A stand-in for a 0-d framework tensor (has shape, dtype, item)."""
+
+    def __init__(self, value, shape=(), dtype="float32"):
+        self.value, self.shape, self.dtype = value, shape, dtype
+        self.reads = 0
+
+    def item(self):
+        self.reads += 1
+        return self.value
+
+
+def test_scope_metrics_inclusive_exclusive_property(tmp_path, fake):
+    proton.start(str(tmp_path / "p"), backend="fake")
+    for _ in range(2):
+        with proton.scope("outer", {"bytes": 1000, "flops16": 2.5, "tokens (n)(exc)": 3, "batch (n)(pty)": 8}):
+            with proton.scope("inner", {"bytes": 10}):
+                fake.launch("k", 50)
+    proton.finalize()
+    root, _ = load(tmp_path / "p.hatchet")
+    outer = node(root, "outer")["metrics"]
+    assert outer == {"bytes": 2000, "flops16": 5.0, "tokens (n)(exc)": 6, "batch (n)(pty)": 8}
+    assert node(root, "outer", "inner")["metrics"] == {"bytes": 20}
+
+
+def test_tree_inclusive_sums_only_inclusive_metrics(fake):
+    sid = proton.start("unused", backend="fake")
+    with proton.scope("a", {"bytes": 5, "x (exc)": 1}):
+        with proton.cpu_timed_scope("b", {"bytes": 7}):
+            fake.launch("k", 40)
+    session = MANAGER.sessions[sid]
+    MANAGER.flush(session.backend_state)
+    tree = session.profile.tree
+    a = tree.find("a")
+    assert tree.inclusive("bytes", a) == 12
+    assert tree.inclusive("time (ns)", a) == 40
+    assert tree.inclusive("x(exc)", a) == 1
+    assert tree.inclusive("cpu_time (ns)", a) == 0  # cpu_time never propagates
+    assert tree.find("a", "b").metrics["cpu_time (ns)"] > 0
+
+
+def test_cpu_timed_scope_is_exclusive_and_positive(tmp_path):
+    proton.start(str(tmp_path / "p"), backend="host")
+    with proton.cpu_timed_scope("test0"):
+        with proton.cpu_timed_scope("test1"):
+            sum(range(10000))
+    proton.finalize()
+    root, devices = load(tmp_path / "p.hatchet")
+    t0, t1 = node(root, "test0"), node(root, "test0", "test1")
+    assert t0["metrics"]["cpu_time (ns)"] >= t1["metrics"]["cpu_time (ns)"] > 0
+    assert devices == {}
+
+
+def test_tensor_metrics_are_read_at_flush_not_at_the_call(tmp_path):
+    value = Scalar(4.0)
+    proton.start(str(tmp_path / "p"), backend="host")
+    with proton.scope("s", {"bytes": value}):
+        pass
+    assert value.reads == 0
+    proton.finalize()
+    assert value.reads == 1
+    assert node(load(tmp_path / "p.hatchet")[0], "s")["metrics"]["bytes"] == 4.0
+
+
+@pytest.mark.parametrize("metrics, message", [
+    ({"time": 1}, "reserved"),
+    ({"count (n)": 1}, "reserved"),
+    ({"cpu_time": 1}, "reserved"),
+    ({"bytes": -1}, "negative"),
+    ({"bytes": "12"}, "str value"),
+    ({"bytes": True}, "bool"),
+    ({"bytes": float("nan")}, "finite"),
+    ({"bad name here": 1}, "malformed"),
+    ({"bytes": Scalar(1.0, shape=(3,))}, "0-d tensor"),
+    ({"bytes": Scalar(1.0, dtype="bool")}, "dtype"),
+    ([("bytes", 1)], "must be a dict"),
+])
+def test_bad_metrics_fail_at_the_call(tmp_path, metrics, message):
+    proton.start(str(tmp_path / "p"), backend="host")
+    with pytest.raises(ProtonError, match=message):
+        proton.scope("s", metrics)
+    with pytest.raises(ProtonError, match=message):
+        proton.enter_scope("s", metrics=metrics)
+
+
+def test_negative_tensor_metric_is_reported_at_finalize(tmp_path):
+    proton.start(str(tmp_path / "p"), backend="host")
+    with proton.scope("s", {"bytes": Scalar(-1.0)}):
+        pass
+    with pytest.raises(ProtonError, match="negative"):
+        proton.finalize()
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"context": "frames"}, "unknown context 'frames'"),
+    ({"data": "table"}, "unknown data 'table'"),
+    ({"output_format": "xml"}, "unknown output_format 'xml'"),
+    ({"data": "tree", "output_format": "chrome_trace"}, "cannot write data='tree'"),
+    ({"hook": "nosuch"}, "unknown hook 'nosuch'"),
+    ({"backend": "nosuch"}, "unknown backend 'nosuch'.*installed backends: .*host"),
+    ({"backend": "host", "mode": "pcsampling"}, "has no mode 'pcsampling'"),
+])
+def test_bad_start_arguments_are_clear_errors(tmp_path, kwargs, message):
+    with pytest.raises(ProtonError, match=message):
+        proton.start(str(tmp_path / "p"), **kwargs)
+    assert MANAGER.sessions == {}
+
+
+def test_mode_is_passed_when_the_backend_supports_it(tmp_path):
+    proton.start(str(tmp_path / "p"), backend="fake", mode="fastmode")
+    proton.finalize()
+
+
+def test_enter_exit_scope_and_mismatch(tmp_path, fake):
+    proton.start(str(tmp_path / "p"), backend="fake")
+    proton.enter_scope("a")
+    proton.enter_scope("b")
+    fake.launch("k")
+    with pytest.raises(ProtonError, match="does not match the innermost open scope 'b'"):
+        proton.exit_scope("a")
+    proton.exit_scope("b")
+    proton.exit_scope()
+    with pytest.raises(ProtonError, match="no open scope"):
+        proton.exit_scope()
+    proton.finalize()
+    assert node(load(tmp_path / "p.hatchet")[0], "a", "b", "k")["metrics"]["count"] == 1
+
+
+def test_scope_as_decorator_and_profile_decorator(tmp_path, fake):
+    @proton.scope("decorated")
+    def work():
+        fake.launch("k")
+
+    @proton.profile(name=str(tmp_path / "prof"), backend="fake")
+    def run():
+        work()
+        return 42
+
+    assert run() == 42
+    assert node(load(tmp_path / "prof.hatchet")[0], "decorated", "k")["metrics"]["count"] == 1
+    assert MANAGER.sessions == {}
+    assert proton.profile(lambda: 7, name=str(tmp_path / "q"), backend="host")() == 7
+    assert os.path.exists(tmp_path / "q.hatchet")
+
+
+def test_unwritable_path_keeps_data_for_a_second_finalize(tmp_path, fake):
+    sid = proton.start(str(tmp_path / "no" / "such" / "dir" / "p"), backend="fake")
+    fake.launch("k", 9)
+    with pytest.raises(ProtonError, match=r"cannot write session \d+'s profile .*finalize\(\d+, name="):
+        proton.finalize(sid)
+    paths = proton.finalize(sid, name=str(tmp_path / "second"))
+    assert paths == [str(tmp_path / "second.hatchet")]
+    assert node(load(paths[0])[0], "k")["metrics"]["time (ns)"] == 9
+
+
+def test_unknown_session_id_is_an_error():
+    with pytest.raises(ProtonError, match="no session 5 is open"):
+        proton.deactivate(5)
+
+
+def test_scopes_are_thread_safe_under_contention(tmp_path, fake):
+    proton.start(str(tmp_path / "p"), backend="fake")
+
+    def work(i):
+        for j in range(200):
+            with proton.scope("loop"):
+                with proton.scope(f"t{i % 2}"):
+                    fake.launch("k", 1)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    proton.finalize()
+    root, _ = load(tmp_path / "p.hatchet")
+    assert node(root, "loop", "t0", "k")["metrics"]["count"] == 800
+    assert node(root, "loop", "t1", "k")["metrics"]["count"] == 800
+
+
+def test_trace_data_writes_chrome_trace_with_flows(tmp_path, fake):
+    proton.start(str(tmp_path / "t"), backend="fake", data="trace")
+    with proton.scope("outer"):
+        fake.launch("k1", 2000)
+        fake.launch("k2", 3000, stream=9)
+    paths = proton.finalize()
+    assert paths == [str(tmp_path / "t.chrome_trace")]
+    events = load(paths[0])["traceEvents"]
+    kernels = [e for e in events if e.get("cat") == "kernel"]
+    assert [(e["name"], e["dur"], e["args"]["path"]) for e in kernels] == [("k1", 2.0, "outer"), ("k2", 3.0, "outer")]
+    scopes = [e for e in events if e.get("cat") == "scope"]
+    assert [e["name"] for e in scopes] == ["outer"]
+    names = {(e["name"], e["args"]["name"]) for e in events if e["ph"] == "M"}
+    assert ("process_name", "CUDA 0") in names and ("thread_name", "stream 9") in names
+    flows = [e for e in events if e["ph"] in "sf"]
+    assert len(flows) == 4 and {e["id"] for e in flows} == {1, 2}
+    # the same trace session can also be written as a tree
+    sid = proton.start(str(tmp_path / "t2"), backend="fake", data="trace")
+    fake.launch("k1", 5)
+    assert proton.finalize(sid, output_format="hatchet") == [str(tmp_path / "t2.hatchet")]
+
+
+def test_host_backend_is_chosen_automatically_with_one_warning(tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("PROTON_BACKEND", raising=False)
+    monkeypatch.chdir(tmp_path)
+    MANAGER._warned_host = False
+    for _ in range(2):
+        sid = proton.start(str(tmp_path / "p"))
+        assert MANAGER.sessions[sid].backend in ("host", "cupti")
+        proton.finalize(sid)
+    err = capsys.readouterr().err
+    if "host-only" in err:
+        assert err.count("\n") == 1 and err.startswith("proton: no GPU backend can run")
+
+
+def test_backend_choice_precedence(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "pyproject.toml").write_text('[tool.proton]\nbackend = "fake"\n')
+    from proton_core import config
+    config._read.cache_clear()
+    monkeypatch.delenv("PROTON_BACKEND", raising=False)
+    sid = proton.start("p")
+    assert MANAGER.sessions[sid].backend == "fake"
+    proton.finalize(sid)
+    monkeypatch.setenv("PROTON_BACKEND", "host")
+    sid = proton.start("p")
+    assert MANAGER.sessions[sid].backend == "host"
+    proton.finalize(sid)
+    sid = proton.start("p", backend="fake")
+    assert MANAGER.sessions[sid].backend == "fake"
+    proton.finalize(sid)
+    monkeypatch.setenv("PROTON_BACKEND", "nosuch")
+    with pytest.raises(ProtonError, match="unknown backend 'nosuch' \\(from PROTON_BACKEND\\)"):
+        proton.start("p")
+    (tmp_path / "pyproject.toml").write_text('[tool.proton]\nbackendd = "fake"\n')
+    config._read.cache_clear()
+    with pytest.raises(ProtonError, match="unknown keys \\['backendd'\\]"):
+        proton.start("p", backend="host")
+    config._read.cache_clear()
+
+
+def test_outputs_are_valid_json_documents(tmp_path, fake):
+    proton.start(str(tmp_path / "p"), backend="fake")
+    fake.launch("k")
+    proton.finalize()
+    with open(tmp_path / "p.hatchet") as f:
+        doc = json.load(f)
+    assert isinstance(doc, list) and len(doc) == 2
+    assert doc[0]["frame"] == {"name": "ROOT", "type": "function"}
