@@ -184,8 +184,17 @@ class Manager:
             self._configure(state)
             self._refresh()
             state.backend.set_context(THREAD.current)
-            for _, layer in layer_objs:
-                layer.install(session)
+            installed = []
+            try:
+                for _, layer in layer_objs:
+                    layer.install(session)
+                    installed.append(layer)
+            except Exception:
+                session.layers = [(n, l) for n, l in layer_objs if l in installed]
+                self._close([session], plugins)
+                del self.sessions[sid]
+                self._refresh()
+                raise
         plugins.hook.proton_session_started(session=session)
         return sid
 

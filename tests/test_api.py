@@ -261,3 +261,26 @@ def test_outputs_are_valid_json_documents(tmp_path, fake):
         doc = json.load(f)
     assert isinstance(doc, list) and len(doc) == 2
     assert doc[0]["frame"] == {"name": "ROOT", "type": "function"}
+
+
+def test_a_hook_that_fails_to_install_leaves_no_session(tmp_path):
+    from proton_core.context import ContextSource
+    from proton_core.plugins import get_plugins
+
+    class Failing(ContextSource):
+        def install(self, session):
+            raise ProtonError("framework 'x' is not installed: pip install x")
+
+    class Plugin:
+        @staticmethod
+        @proton.hookimpl
+        def proton_register_contexts(register):
+            register("failing", Failing)
+
+    get_plugins().register(Plugin, name="failing_hook")
+    try:
+        with pytest.raises(ProtonError, match="pip install x"):
+            proton.start(str(tmp_path / "p"), backend="fake", hook="failing")
+        assert MANAGER.sessions == {} and MANAGER.backends == {}
+    finally:
+        get_plugins().unregister("failing_hook")
