@@ -11,4 +11,4 @@ for dir in plugins/*/; do
   [ -f "$dir/pyproject.toml" ] && plugins+=(-e "$dir")
 done
 $PY -m pip install -q -e ".[viewer,test]" "${plugins[@]}"
-echo "proton installed: core and ${#plugins[@]} plugin distributions"
+echo "proton installed: core and $(( ${#plugins[@]} / 2 )) plugin distributions"
