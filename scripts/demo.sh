@@ -5,4 +5,8 @@ cd "$(dirname "$0")/.."
 bash scripts/install.sh
 out=${TMPDIR:-/tmp}/proton_quickstart
 proton --name "$out" examples/quickstart.py
-proton-viewer -m time/us,cpu_time/us "$out.hatchet"
+if python3 -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)"; then
+  proton-viewer -m time/us,cpu_time/us "$out.hatchet"      # GPU: kernel time under each scope
+else
+  proton-viewer -m cpu_time/us,samples "$out.hatchet"      # CPU only: host-side times and metrics
+fi

@@ -1,0 +1,109 @@
+"""``proton-viewer``: show a Proton (or upstream Proton) hatchet profile in the terminal.
+
+    proton-viewer -m time/ms,time/% profile.hatchet
+    proton-viewer -l profile.hatchet
+
+Every bad input ends in one line on stderr and exit status 2, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from . import derive, profile, render
+from .profile import ViewerError
+
+FORMATS = ("full", "file_function_line", "function_line", "file_function")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="proton-viewer",
+        description="Show a Proton hatchet profile as a call tree with raw or derived metrics.",
+        epilog=derive.DERIVED_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("profile", help="a .hatchet file written by proton (or Triton's proton)")
+    parser.add_argument("-l", "--list", action="store_true", help="list the profile's metrics and derived forms")
+    parser.add_argument("-m", "--metrics", default=None,
+                        help="comma-separated metrics, e.g. time/ms,time/%%,tflop16/s (default: time/ns)")
+    parser.add_argument("-i", "--include", default=None,
+                        help="regex: keep only paths through a frame whose name matches")
+    parser.add_argument("-e", "--exclude", default=None, help="regex: drop matching frames and their subtrees")
+    parser.add_argument("-d", "--depth", type=int, default=None, help="levels to show below ROOT")
+    parser.add_argument("-t", "--threshold", type=float, default=None,
+                        help="hide frames whose first metric is below this (kept if a descendant passes)")
+    parser.add_argument("-f", "--format", choices=FORMATS, default="full",
+                        help="how to spell Python frames file:function@line")
+    parser.add_argument("--print-sorted", "--print_sorted", dest="print_sorted", action="store_true",
+                        help="also list kernels (leaf frames) sorted by the first metric")
+    parser.add_argument("--diff-profile", default=None, metavar="OTHER",
+                        help="show this profile minus OTHER, node by node")
+    return parser
+
+
+
+
+def run(args) -> str:
+    """Everything but argument parsing; returns the text to print."""
+    data = profile.load(args.profile)
+    if args.list:
+        return "\n".join(derive.describe(data))
+    hatchet = render.import_hatchet()
+    if hatchet is None:
+        raise ViewerError(render.INSTALL_HINT)
+    if args.depth is not None and args.depth < 0:
+        raise ViewerError(f"-d/--depth must be 0 or more, not {args.depth}")
+    root = data.root
+    if args.diff_profile:
+        other = profile.load(args.diff_profile)
+        root = profile.diff(data.root, other.root)
+        data.root = root
+        if not data.devices:
+            data.devices = other.devices
+    profile.drop_metadata(root)
+    profile.format_frames(root, args.format)
+    if args.include:
+        profile.include(root, profile.compile_regex(args.include, "-i/--include"))
+    if args.exclude:
+        profile.exclude(root, profile.compile_regex(args.exclude, "-e/--exclude"))
+    metrics = [m.strip() for m in args.metrics.split(",") if m.strip()] if args.metrics else []
+    if not metrics:
+        keys = data.metric_keys()
+        if not keys:
+            raise ViewerError(f"{args.profile} has no metrics to show")
+        metrics = ["time/ns"] if derive.find_raw("time", keys) else [keys[0]]
+    columns = derive.Columns(data, root)
+    for metric in metrics:
+        columns.compute(metric)
+    if args.threshold is not None:
+        profile.prune_threshold(root, metrics[0], args.threshold)
+    if args.depth is not None:
+        profile.prune_depth(root, args.depth)
+    text = render.tree_text(hatchet, root, metrics).rstrip("\n")
+    if args.print_sorted:
+        text += "\n" + "\n".join(render.sorted_kernels(root, metrics))
+    return text
+
+
+def main(argv=None) -> int:
+    """Entry point of ``proton-viewer``; returns the exit status."""
+    args = build_parser().parse_args(argv)
+    try:
+        text = run(args)
+    except ViewerError as exc:
+        print(f"proton-viewer: {exc}", file=sys.stderr)
+        return 2
+    except RecursionError:
+        print(f"proton-viewer: {args.profile} is nested too deeply to show", file=sys.stderr)
+        return 2
+    try:
+        print(text)
+    except BrokenPipeError:  # `proton-viewer ... | head`
+        sys.stderr.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,272 @@
+"""proton-viewer on profiles written by the core with the fake and host backends: printed numbers."""
+
+import json
+import re
+import subprocess
+import sys
+
+import pytest
+
+import proton_core as proton
+from proton_core import viewer
+from proton_core.viewer import peaks
+
+pytest.importorskip("hatchet", reason="proton-viewer renders with llnl-hatchet (pip install proton[viewer])")
+
+NUM = r"(-?(?:\d+\.\d+|nan|inf))"
+
+
+def show(capsys, *argv):
+    rc = viewer.main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    assert rc == 0, err
+    return out
+
+
+def row(out, name):
+    """The numbers printed on the tree line of frame ``name``."""
+    for line in out.splitlines():
+        m = re.match(r"^[\s│├└─]*((?:" + NUM + r"\s+)+)(.+)$", line)
+        if m and m.group(3) == name:
+            return [float(x) for x in m.group(1).split()]
+    raise AssertionError(f"no tree line for {name!r} in:\n{out}")
+
+
+def names(out):
+    return [re.sub(r"^[\s│├└─]*(?:" + NUM + r"\s+)+", "", line) for line in out.splitlines()]
+
+
+@pytest.fixture
+def two_kernels(tmp_path, fake):
+    """ROOT/outer/{k1: 3000 ns, k2: 1000 ns}, outer carries flops16 and bytes."""
+    proton.start(str(tmp_path / "a"), backend="fake")
+    with proton.scope("outer", metrics={"flops16": 4e6, "bytes": 2e6}):
+        fake.launch("k1", 3000)
+        fake.launch("k2", 500)
+        fake.launch("k2", 500)
+    proton.finalize()
+    return tmp_path / "a.hatchet"
+
+
+def test_time_units_average_and_percent(capsys, two_kernels):
+    out = show(capsys, "-m", "time/us,avg_time/ns,time/%,count", two_kernels)
+    assert row(out, "outer") == [4.0, 1333.333, 100.0, 3.0]
+    assert row(out, "k1") == [3.0, 3000.0, 75.0, 1.0]
+    assert row(out, "k2") == [1.0, 500.0, 25.0, 2.0]
+    assert row(out, "ROOT")[0] == 4.0
+    assert "4.000" in out and "75.000" in out
+
+
+def test_time_scales(capsys, two_kernels):
+    out = show(capsys, "-m", "time/ns,time/ms,time/s", two_kernels)
+    assert row(out, "k1") == [3000.0, 0.003, 0.0]
+
+
+def test_flop_and_byte_rates(capsys, two_kernels):
+    # 4e6 flops in 4000 ns = 1e12 flop/s; 2e6 bytes in 4000 ns = 0.5 TB/s
+    out = show(capsys, "-m", "tflop16/s,gflop16/s,tbyte/s,gbyte/s", two_kernels)
+    assert row(out, "outer") == [1.0, 1000.0, 0.5, 500.0]
+    out = show(capsys, "-m", "tflop/s", two_kernels)  # plain flop/s sums the widths present
+    assert row(out, "outer") == [1.0]
+
+
+def test_cpu_time_is_not_summed_into_parents(capsys, tmp_path):
+    proton.start(str(tmp_path / "c"), backend="host")
+    with proton.cpu_timed_scope("parent"):
+        with proton.cpu_timed_scope("child"):
+            sum(range(10000))
+    proton.finalize()
+    root = json.loads((tmp_path / "c.hatchet").read_text())[0]
+    parent = root["children"][0]
+    child = parent["children"][0]
+    out = show(capsys, "-m", "cpu_time/ns", tmp_path / "c.hatchet")
+    assert row(out, "parent") == [pytest.approx(parent["metrics"]["cpu_time (ns)"], abs=1e-3)]
+    assert row(out, "child") == [pytest.approx(child["metrics"]["cpu_time (ns)"], abs=1e-3)]
+    out = show(capsys, "-m", "cpu_time/us", tmp_path / "c.hatchet")
+    assert row(out, "parent")[0] == pytest.approx(parent["metrics"]["cpu_time (ns)"] / 1000, abs=1e-3)
+
+
+def test_diff_profile(capsys, tmp_path, fake):
+    proton.start(str(tmp_path / "new"), backend="fake")
+    with proton.scope("s"):
+        fake.launch("k1", 5000)
+        fake.launch("only_new", 100)
+    proton.finalize()
+    proton.start(str(tmp_path / "old"), backend="fake")
+    with proton.scope("s"):
+        fake.launch("k1", 2000)
+        fake.launch("only_old", 300)
+    proton.finalize()
+    out = show(capsys, "-m", "time/ns", tmp_path / "new.hatchet", "--diff-profile", tmp_path / "old.hatchet")
+    assert row(out, "k1") == [3000.0]
+    assert row(out, "only_new") == [100.0]
+    assert row(out, "only_old") == [-300.0]
+    assert row(out, "s") == [2800.0]
+
+
+def test_include_exclude_depth_threshold(capsys, tmp_path, fake):
+    proton.start(str(tmp_path / "f"), backend="fake")
+    with proton.scope("fwd"):
+        fake.launch("matmul", 3000)
+        fake.launch("relu", 1000)
+    with proton.scope("bwd"):
+        fake.launch("matmul_grad", 200)
+    proton.finalize()
+    path = tmp_path / "f.hatchet"
+
+    out = show(capsys, "-m", "time/ns", "-i", "^relu$", path)
+    assert row(out, "fwd") == [1000.0] and row(out, "ROOT") == [1000.0]
+    assert "matmul" not in out and "bwd" not in out
+
+    out = show(capsys, "-m", "time/ns", "-e", "matmul", path)
+    assert row(out, "ROOT") == [1000.0]
+    assert set(names(out)) == {"ROOT", "fwd", "relu", "bwd"}
+
+    out = show(capsys, "-m", "time/ns", "-d", "1", path)
+    assert set(names(out)) == {"ROOT", "fwd", "bwd"}
+    assert row(out, "fwd") == [4000.0] and row(out, "bwd") == [200.0]
+
+    out = show(capsys, "-m", "time/ns", "-t", "500", path)
+    assert set(names(out)) == {"ROOT", "fwd", "matmul", "relu"}
+
+
+def test_print_sorted_orders_kernels_by_first_metric(capsys, tmp_path, fake):
+    proton.start(str(tmp_path / "p"), backend="fake")
+    with proton.scope("a"):
+        fake.launch("small", 10)
+        fake.launch("large", 900)
+    with proton.scope("b"):
+        fake.launch("medium", 90)
+    proton.finalize()
+    out = show(capsys, "-m", "time/%,time/ns", "--print-sorted", tmp_path / "p.hatchet")
+    listing = out.split("kernels sorted by time/%:")[1].splitlines()[2:]
+    assert [line.split()[0] for line in listing] == ["large", "medium", "small"]
+    assert [float(line.split()[1]) for line in listing] == [90.0, 9.0, 1.0]
+    assert float(listing[0].split()[2]) == 900.0
+
+
+def test_frame_formats(capsys, tmp_path, fake):
+    def launcher():
+        fake.launch("kern", 10)
+
+    proton.start(str(tmp_path / "py"), backend="fake", context="python")
+    launcher()
+    proton.finalize()
+    path = tmp_path / "py.hatchet"
+    full = show(capsys, "-m", "time/ns", "-f", "full", path)
+    frame = next(n for n in names(full) if ":launcher@" in n)
+    assert frame.startswith("/") and frame.split(":")[0].endswith("test_viewer.py")
+    line = frame.rsplit("@", 1)[1]
+    assert f"test_viewer.py:launcher@{line}" in names(show(capsys, "-f", "file_function_line", path))
+    assert f"launcher@{line}" in names(show(capsys, "-f", "function_line", path))
+    assert "test_viewer.py:launcher" in names(show(capsys, "-f", "file_function", path))
+
+
+def test_list_metrics(capsys, two_kernels):
+    out = show(capsys, "-l", two_kernels)
+    assert re.search(r"time \(ns\)\s+inclusive", out)
+    assert re.search(r"flops16\s+inclusive", out)
+    assert "[g|t]flop16/s" in out and "util" in out
+
+
+UPSTREAM = [
+    {"frame": {"name": "ROOT", "type": "function"}, "metrics": {"time (ns)": 0, "count": 0, "some_new_metric": 5},
+     "children": [
+         {"frame": {"name": "matmul_kernel", "type": "function"},
+          "metrics": {"time (ns)": 2000000, "count": 2, "device_id": "0", "device_type": "CUDA",
+                      "flops16": 1.0e12, "bytes": 1.0e9, "flops8": 0, "note": "ignored text"},
+          "children": []},
+         {"frame": {"name": "__proton_launch_metadata", "type": "function"},
+          "metrics": {"time (ns)": 7, "count": 1, "device_id": "0", "device_type": "CUDA"}},
+         {"frame": {"name": "gemm", "type": "python"},
+          "metrics": {"time (ns)": 1000000, "count": 1, "device_id": "0", "device_type": "HIP",
+                      "flops16": 1.3074e12},
+          "children": []},
+     ]},
+    {"CUDA": {"0": {"arch": "90", "num_sms": 132, "clock_rate": 1980000, "memory_clock_rate": 2619000,
+                    "bus_width": 5120}},
+     "HIP": {"0": {"arch": "gfx942:sramecc+:xnack-", "num_sms": 304, "clock_rate": 2100000,
+                   "memory_clock_rate": 1300000, "bus_width": 8192}},
+     "extra": "field"},
+]
+
+
+def test_upstream_file_and_util(capsys, tmp_path):
+    path = tmp_path / "upstream.hatchet"
+    path.write_text(json.dumps(UPSTREAM))
+    out = show(capsys, "-m", "time/ms,util", path)
+    assert "__proton_launch_metadata" not in out
+    # H100 SXM: 756.5 TFLOP/s scaled by 132/114 SMs and 1980/1755 MHz
+    peak16 = 756.5e12 * 132 / 114 * 1980000 / 1755000
+    assert peak16 == pytest.approx(988.2e12, rel=1e-3)
+    time_ms, util = row(out, "matmul_kernel")
+    assert time_ms == 2.0
+    assert util == pytest.approx(1.0e12 / peak16 / 2e-3, abs=1e-3)
+    assert row(out, "gemm") == [1.0, pytest.approx(1.0, abs=1e-3)]  # MI300X: 1307.4 TFLOP/s fp16
+    assert row(out, "ROOT")[0] == 3.0
+
+
+def test_peak_bandwidth_and_tables():
+    h100 = {"arch": "90", "num_sms": 132, "clock_rate": 1980000, "memory_clock_rate": 2619000, "bus_width": 5120}
+    assert peaks.peak_bandwidth("CUDA", h100) == pytest.approx(3.352e12, rel=1e-3)
+    assert peaks.peak_flops("CUDA", h100, 8) == pytest.approx(1979e12, rel=2e-3)
+    a100 = {"arch": "80", "num_sms": 108, "clock_rate": 1410000}
+    assert peaks.peak_flops("CUDA", a100, 16) == 312e12
+    mi250x_gcd = {"arch": "gfx90a", "num_sms": 110, "clock_rate": 1700000}
+    assert peaks.peak_flops("HIP", mi250x_gcd, 16) == pytest.approx(191.5e12)
+    for key in [("CUDA", "80"), ("CUDA", "89"), ("CUDA", "90"), ("CUDA", "100"), ("HIP", "gfx90a"), ("HIP", "gfx942")]:
+        assert key in peaks.PEAKS
+
+
+# ----------------------------------------------------------------- bad input ----
+def bad(capsys, *argv):
+    rc = viewer.main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    assert rc == 2
+    assert out == ""
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+    return err
+
+
+def test_bad_inputs_are_one_line_exit_2(capsys, tmp_path, two_kernels):
+    assert "no such file" in bad(capsys, "-m", "time/s", tmp_path / "missing.hatchet")
+    (tmp_path / "text.hatchet").write_text("this is not json")
+    assert "not JSON" in bad(capsys, tmp_path / "text.hatchet")
+    (tmp_path / "bin.hatchet").write_bytes(b"\xff\xfe\x00\x01")
+    assert "not JSON" in bad(capsys, tmp_path / "bin.hatchet")
+    (tmp_path / "list.hatchet").write_text("[1, 2, 3]")
+    assert "not a Proton profile" in bad(capsys, tmp_path / "list.hatchet")
+    (tmp_path / "node.hatchet").write_text('[{"frame": {"name": "ROOT"}, "children": [{"metrics": {}}]}, {}]')
+    assert "not a Proton profile" in bad(capsys, tmp_path / "node.hatchet")
+    assert "unknown metric 'nosuch'" in bad(capsys, "-m", "nosuch", two_kernels)
+    assert "needs 'flops32'" in bad(capsys, "-m", "flop32/s", two_kernels)
+    assert "not a valid regular expression" in bad(capsys, "-i", "(", two_kernels)
+    assert "-d/--depth" in bad(capsys, "-d", "-1", two_kernels)
+
+
+def test_bad_input_missing_metric_for_derived_form(capsys, tmp_path):
+    proton.start(str(tmp_path / "h"), backend="host")
+    with proton.cpu_timed_scope("s"):
+        pass
+    proton.finalize()
+    assert "needs 'time'" in bad(capsys, "-m", "time/ms", tmp_path / "h.hatchet")
+    assert "needs 'flops16'" in bad(capsys, "-m", "flop16/s", tmp_path / "h.hatchet")
+
+
+def test_util_unknown_arch_is_one_line(capsys, tmp_path):
+    doc = json.loads(json.dumps(UPSTREAM))
+    doc[1]["CUDA"]["0"]["arch"] = "75"
+    path = tmp_path / "t4.hatchet"
+    path.write_text(json.dumps(doc))
+    assert "no peak FLOP/s table for CUDA arch '75'" in bad(capsys, "-m", "util", path)
+
+
+def test_missing_hatchet_says_how_to_install(tmp_path, two_kernels):
+    shadow = tmp_path / "shadow" / "hatchet"
+    shadow.mkdir(parents=True)
+    (shadow / "__init__.py").write_text("raise ImportError('hidden for the test')\n")
+    env = {"PYTHONPATH": str(tmp_path / "shadow"), "PATH": "/usr/bin:/bin"}
+    proc = subprocess.run([sys.executable, "-m", "proton_core.viewer", "-m", "time/s", str(two_kernels)],
+                          capture_output=True, text=True, env=env)
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == "proton-viewer: llnl-hatchet is not installed (it draws the tree): pip install proton[viewer]"
