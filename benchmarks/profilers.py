@@ -1,0 +1,219 @@
+"""The profilers compared, behind one small interface used by worker.py.
+
+``start(path)`` before warm-up, ``scope(name)`` for the workload's own
+annotations, ``finalize()`` after the measured iterations (timed) returning the
+files written and, where the profiler reports kernels, their count and time.
+Imports happen inside ``start`` so a missing package becomes that cell's error.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import json
+import os
+import sys
+
+
+def hatchet_kernel_totals(path: str) -> tuple[int, int]:
+    """Sum ``count`` and ``time (ns)`` over a hatchet profile's kernel nodes.
+
+    Kernel nodes carry ``device_id``; values are per node (not inclusive), so
+    summing them gives the profile's total.  Without any device_id node, sum all.
+    """
+    with open(path) as f:
+        doc = json.load(f)
+    root = doc[0] if isinstance(doc, list) else doc
+    nodes, stack = [], [root]
+    while stack:
+        node = stack.pop()
+        nodes.append(node.get("metrics", {}))
+        stack.extend(node.get("children", []))
+    kernels = [m for m in nodes if "device_id" in m] or nodes
+    count = sum(int(m.get("count", 0) or 0) for m in kernels)
+    time_ns = sum(int(m.get("time (ns)", 0) or 0) for m in kernels)
+    return count, time_ns
+
+
+def _files(path: str, reported=None) -> list[str]:
+    files = [p for p in (reported or []) if isinstance(p, str) and os.path.isfile(p)]
+    return files or sorted(p for p in glob.glob(glob.escape(path) + ".*") if os.path.isfile(p))
+
+
+def _hatchet_result(path: str, reported=None) -> dict:
+    files = _files(path, reported)
+    out = {"files": files}
+    hatchets = [p for p in files if p.endswith(".hatchet")]
+    if hatchets:
+        try:
+            count, time_ns = hatchet_kernel_totals(hatchets[0])
+            out.update(kernel_count=count, gpu_time_ns=time_ns)
+        except Exception as exc:  # noqa: BLE001 - the overhead figures stand without the totals
+            out["parse_error"] = f"{type(exc).__name__}: {exc}"
+    return out
+
+
+class NoProfiler:
+    reports_kernels = False
+
+    def start(self, path):
+        pass
+
+    def scope(self, name):
+        return contextlib.nullcontext()
+
+    def finalize(self):
+        return {"files": []}
+
+
+class Ours:
+    """proton_core with the CUPTI backend."""
+
+    reports_kernels = True
+
+    def __init__(self, context="shadow", hook=None):
+        self.context, self.hook = context, hook
+
+    def start(self, path):
+        import proton_core as proton
+
+        self.proton, self.path = proton, path
+        proton.start(path, backend="cupti", context=self.context, hook=self.hook)
+
+    def scope(self, name):
+        return self.proton.scope(name)
+
+    def finalize(self):
+        return _hatchet_result(self.path, self.proton.finalize())
+
+
+class Upstream:
+    """Proton as shipped inside the installed Triton (triton.profiler)."""
+
+    reports_kernels = True
+
+    def __init__(self, context="shadow", hook=None):
+        self.context, self.hook = context, hook
+
+    def start(self, path):
+        import triton.profiler as proton_up
+
+        self.proton, self.path = proton_up, path
+        proton_up.start(path, context=self.context, hook=self.hook)
+
+    def scope(self, name):
+        return self.proton.scope(name)
+
+    def finalize(self):
+        self.proton.finalize()
+        return _hatchet_result(self.path)
+
+
+class TorchProfiler:
+    """torch.profiler with CPU+CUDA activities; finalize includes key_averages()."""
+
+    reports_kernels = False
+
+    def start(self, path):
+        import torch
+
+        self.torch = torch
+        acts = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
+        self.prof = torch.profiler.profile(activities=acts)
+        self.prof.__enter__()
+
+    def scope(self, name):
+        return self.torch.profiler.record_function(name)
+
+    def finalize(self):
+        self.prof.__exit__(None, None, None)
+        table = self.prof.key_averages()
+        return {"files": [], "rows": len(table)}
+
+
+class Floor:
+    """The bare-CUPTI floor (floor/floor.cpp), built by run.py into PROTON_BENCH_FLOOR_DIR."""
+
+    reports_kernels = True
+
+    def start(self, path):
+        floor_dir = os.environ.get("PROTON_BENCH_FLOOR_DIR", "")
+        if not floor_dir:
+            raise RuntimeError(os.environ.get("PROTON_BENCH_FLOOR_ERROR") or "floor module not built")
+        sys.path.insert(0, floor_dir)
+        import _proton_floor
+
+        from floor.build import find_cupti
+
+        self.floor = _proton_floor
+        self.lib = find_cupti()
+        _proton_floor.start(self.lib)
+
+    def scope(self, name):
+        return contextlib.nullcontext()
+
+    def finalize(self):
+        count, time_ns, dropped = self.floor.stop()
+        launches, distinct = self.floor.launches()
+        return {"files": [], "kernel_count": count, "gpu_time_ns": time_ns, "dropped": dropped,
+                "launch_callbacks": launches, "libcupti": self.lib}
+
+
+class FakeOurs:
+    """Dry-run stand-in for ours: one 'kernel' per scope entered, written as hatchet."""
+
+    reports_kernels = True
+
+    def start(self, path):
+        self.path, self.n = path, 0
+
+    @contextlib.contextmanager
+    def scope(self, name):
+        self.n += 1
+        yield
+
+    def finalize(self):
+        kernel = {"frame": {"name": "fake_kernel", "type": "function"}, "children": [],
+                  "metrics": {"count": self.n, "time (ns)": 1000 * self.n, "device_id": "0", "device_type": "CUDA"}}
+        root = {"frame": {"name": "ROOT", "type": "function"}, "metrics": {"count": 0, "time (ns)": 0},
+                "children": [kernel]}
+        with open(self.path + ".hatchet", "w") as f:
+            json.dump([root, {"CUDA": {}}], f)
+        return _hatchet_result(self.path)
+
+
+class FakeFloor(FakeOurs):
+    """Dry-run stand-in for the floor: the same count, reported directly."""
+
+    def finalize(self):
+        return {"files": [], "kernel_count": self.n, "gpu_time_ns": 1000 * self.n, "dropped": 0}
+
+
+class Broken(NoProfiler):
+    """Dry-run profiler that fails, to prove a failure becomes one error cell."""
+
+    def start(self, path):
+        raise RuntimeError("deliberate failure (dry run)\nsecond line is not shown in the table")
+
+
+PROFILERS = {
+    "none": NoProfiler,
+    "ours-shadow": lambda: Ours("shadow"),
+    "ours-python": lambda: Ours("python"),
+    "ours-triton": lambda: Ours("shadow", hook="triton"),
+    "upstream-shadow": lambda: Upstream("shadow"),
+    "upstream-python": lambda: Upstream("python"),
+    "upstream-triton": lambda: Upstream("shadow", hook="triton"),
+    "torch": TorchProfiler,
+    "floor": Floor,
+    "fake-ours": FakeOurs,
+    "fake-floor": FakeFloor,
+    "broken": Broken,
+}
+
+
+def make(name: str):
+    try:
+        return PROFILERS[name]()
+    except KeyError:
+        raise ValueError(f"unknown profiler {name!r}; known: {', '.join(PROFILERS)}") from None

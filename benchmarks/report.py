@@ -1,0 +1,223 @@
+"""Turn raw worker results into the summary figures and the printed tables.
+
+Overhead is a ratio to the unprofiled run *of the same round*, because
+machines drift by tens of percent between processes; medians over rounds with
+min and max show how much of a difference is real.
+"""
+
+from __future__ import annotations
+
+import statistics
+
+FIDELITY_REFERENCES = ("floor", "fake-floor")
+
+
+def first_line(text) -> str:
+    for line in str(text or "").splitlines():
+        if line.strip():
+            return line.strip()
+    return "unknown error"
+
+
+def _median(values):
+    values = [v for v in values if v is not None]
+    return statistics.median(values) if values else None
+
+
+def _index(runs):
+    """(round, workload, profiler) -> run."""
+    return {(r["round"], r["workload"], r["profiler"]): r for r in runs}
+
+
+def summarize(runs: list[dict], plan: dict) -> dict:
+    """Per workload and profiler: ratio median/min/max, size, finalize, RSS, errors."""
+    idx = _index(runs)
+    rounds = sorted({r["round"] for r in runs})
+    out = {}
+    for workload, wplan in plan.items():
+        cells = {}
+        for prof in wplan.get("profilers", []):
+            ratios, ok_runs, errors = [], [], []
+            for rnd in rounds:
+                run = idx.get((rnd, workload, prof))
+                if run is None:
+                    continue
+                if not run.get("ok"):
+                    errors.append(run.get("error") or "unknown error")
+                    continue
+                ok_runs.append(run)
+                base = idx.get((rnd, workload, "none"))
+                if base and base.get("ok") and base.get("per_iter_s") and run.get("per_iter_s"):
+                    ratios.append(run["per_iter_s"] / base["per_iter_s"])
+            if not ok_runs and not errors and wplan.get("error"):
+                errors = ["not run: workload failed (see above)"]
+            cell = {
+                "runs": len(ok_runs), "failed": len(errors),
+                "error": first_line(errors[0]) if errors else None,
+                "ratios": ratios,
+                "ratio_median": _median(ratios), "ratio_min": min(ratios) if ratios else None,
+                "ratio_max": max(ratios) if ratios else None,
+                "per_iter_ms": _median([r.get("per_iter_s", 0) * 1e3 for r in ok_runs]),
+                "profile_bytes": _median([r.get("profile_bytes") for r in ok_runs]),
+                "finalize_ms": _median([r.get("finalize_s", 0) * 1e3 for r in ok_runs]),
+                "rss_mb": _median([r.get("rss_mb") for r in ok_runs]),
+            }
+            cells[prof] = cell
+        out[workload] = cells
+    return out
+
+
+def fidelity(runs: list[dict], plan: dict) -> list[dict]:
+    """Kernel count and GPU time each kernel-reporting profiler saw vs the floor, same round."""
+    idx = _index(runs)
+    rounds = sorted({r["round"] for r in runs})
+    rows = []
+    for workload, wplan in plan.items():
+        profs = wplan.get("profilers", [])
+        ref = next((p for p in FIDELITY_REFERENCES if p in profs), None)
+        if ref is None:
+            continue
+        for prof in profs:
+            if prof == ref or prof in FIDELITY_REFERENCES:
+                continue
+            pairs = []
+            for rnd in rounds:
+                a, b = idx.get((rnd, workload, prof)), idx.get((rnd, workload, ref))
+                if a and b and a.get("ok") and b.get("ok") and a.get("kernel_count") is not None \
+                        and b.get("kernel_count") is not None:
+                    pairs.append((a, b))
+            if not pairs:
+                continue  # profiler reports no kernels, or never ran beside a working floor
+            count_d = [_pct(a["kernel_count"], b["kernel_count"]) for a, b in pairs]
+            time_d = [_pct(a.get("gpu_time_ns"), b.get("gpu_time_ns")) for a, b in pairs]
+            last_a, last_b = pairs[-1]
+            rows.append({
+                "workload": workload, "profiler": prof, "reference": ref, "rounds": len(pairs),
+                "kernels": last_a["kernel_count"], "reference_kernels": last_b["kernel_count"],
+                "count_diff_pct_median": _median(count_d),
+                "count_diff_pct_maxabs": max((abs(d) for d in count_d if d is not None), default=None),
+                "time_diff_pct_median": _median(time_d),
+                "time_diff_pct_maxabs": max((abs(d) for d in time_d if d is not None), default=None),
+                "exact_count_rounds": sum(1 for a, b in pairs if a["kernel_count"] == b["kernel_count"]),
+                "dropped": max(int(b.get("dropped") or 0) for _, b in pairs),
+            })
+    return rows
+
+
+def _pct(value, ref):
+    if value is None or not ref:
+        return None
+    return (value - ref) / ref * 100.0
+
+
+# ----------------------------------------------------------------- rendering
+
+def _fmt_bytes(n):
+    if n is None:
+        return "-"
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1024 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024.0
+
+
+def _fmt(v, spec, none="-"):
+    return none if v is None else format(v, spec)
+
+
+def overhead_cell(cell: dict) -> str:
+    if cell["ratio_median"] is None:
+        if cell["error"]:
+            return f"error: {cell['error']}"
+        return "n/a (no unprofiled run)"
+    text = f"{cell['ratio_median']:.3f} [{cell['ratio_min']:.3f}-{cell['ratio_max']:.3f}]"
+    if cell["failed"]:
+        text += f" ({cell['failed']} failed: {cell['error']})"
+    return text
+
+
+def _clip(s: str, width: int) -> str:
+    return s if len(s) <= width else s[: width - 3] + "..."
+
+
+def _table_rows(summary, plan):
+    """(workload header, rows of string cells) per workload."""
+    blocks = []
+    for workload, cells in summary.items():
+        wplan = plan.get(workload, {})
+        base = cells.get("none", {})
+        head = f"{workload}: K={wplan.get('iters', '?')} iters after {wplan.get('warmup', '?')} warm-up"
+        if base.get("per_iter_ms") is not None:
+            head += f", unprofiled {base['per_iter_ms']:.2f} ms/iter"
+        if wplan.get("kernels_per_step"):
+            head += f", {wplan['kernels_per_step']} kernels/iter"
+        if wplan.get("error"):
+            head += f" -- error: {first_line(wplan['error'])}"
+        rows = []
+        for prof, cell in cells.items():
+            rows.append([prof, overhead_cell(cell), _fmt_bytes(cell["profile_bytes"]),
+                         _fmt(cell["finalize_ms"], ".1f"), _fmt(cell["rss_mb"], ".0f"), str(cell["runs"])])
+        blocks.append((head, rows))
+    return blocks
+
+
+OVERHEAD_HEAD = ["profiler", "time / unprofiled: median [min-max]", "profile", "finalize ms", "peak RSS MB", "runs"]
+FIDELITY_HEAD = ["workload", "profiler", "kernels (ref)", "count diff % (max abs)", "GPU time diff % (max abs)",
+                 "exact rounds", "ref dropped"]
+
+
+def _fidelity_rows(rows):
+    out = []
+    for r in rows:
+        out.append([r["workload"], r["profiler"], f"{r['kernels']} ({r['reference_kernels']})",
+                    f"{_fmt(r['count_diff_pct_median'], '+.3f')} ({_fmt(r['count_diff_pct_maxabs'], '.3f')})",
+                    f"{_fmt(r['time_diff_pct_median'], '+.2f')} ({_fmt(r['time_diff_pct_maxabs'], '.2f')})",
+                    f"{r['exact_count_rounds']}/{r['rounds']}", str(r["dropped"])])
+    return out
+
+
+def _plain(head, rows, width=70):
+    rows = [[_clip(c, width) for c in row] for row in rows]
+    widths = [max(len(x) for x in col) for col in zip(head, *rows)]
+    line = lambda cells: "  ".join(c.ljust(w) for c, w in zip(cells, widths)).rstrip()
+    return [line(head), line(["-" * w for w in widths])] + [line(r) for r in rows]
+
+
+def render_text(summary, fid_rows, plan, meta) -> str:
+    lines = [f"Proton overhead benchmark -- {meta.get('title', '')}".rstrip(" -"), ""]
+    for head, rows in _table_rows(summary, plan):
+        lines.append(head)
+        lines += ["  " + x for x in _plain(OVERHEAD_HEAD, rows)]
+        lines.append("")
+    lines.append("Fidelity: kernels and GPU time seen vs the bare-CUPTI floor in the same round")
+    if fid_rows:
+        lines += ["  " + x for x in _plain(FIDELITY_HEAD, _fidelity_rows(fid_rows))]
+    else:
+        lines.append("  (no pair of kernel-reporting profiler and floor succeeded in the same round)")
+    for note in meta.get("notes", []):
+        lines.append(f"note: {note}")
+    return "\n".join(lines) + "\n"
+
+
+def _md_escape(s: str) -> str:
+    return s.replace("|", "\\|")
+
+
+def _md(head, rows):
+    out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    out += ["| " + " | ".join(_md_escape(_clip(c, 120)) for c in row) + " |" for row in rows]
+    return out
+
+
+def render_markdown(summary, fid_rows, plan, meta) -> str:
+    lines = [f"## Proton overhead benchmark", ""]
+    if meta.get("title"):
+        lines += [meta["title"], ""]
+    for head, rows in _table_rows(summary, plan):
+        lines += [f"### {head}", ""] + _md(OVERHEAD_HEAD, rows) + [""]
+    lines += ["### Fidelity vs the bare-CUPTI floor (same round)", ""]
+    lines += _md(FIDELITY_HEAD, _fidelity_rows(fid_rows)) if fid_rows else ["(no data)"]
+    lines.append("")
+    for note in meta.get("notes", []):
+        lines.append(f"- {note}")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,461 @@
+"""Proton overhead benchmark: how much does profiling cost, against what users would pick instead.
+
+    python3 benchmarks/run.py --out DIR [--quick] [--markdown]   # on the GPU machine
+    python3 benchmarks/run.py --dry-run                          # anywhere: plumbing only
+
+Every (workload, profiler) measurement runs in its own process (worker.py).
+Rounds are interleaved -- each round runs every profiler once per workload, in
+rotating order -- and each profiled time is divided by the same round's
+unprofiled time, because these machines drift by tens of percent between
+processes.  A time budget keeps the whole run bounded: measurement length is
+chosen from a calibration run, low-priority cells are dropped when the rounds
+would not fit, and rounds stop early (with a note) when the budget is spent.
+Raw figures go to DIR/bench.json after every round, so a killed run keeps them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+
+import report  # noqa: E402
+
+WORKER = os.path.join(HERE, "worker.py")
+
+# workload -> [(profiler, priority)]; priority 3 goes first, then 2, when the budget is short.
+MATRIX = {
+    "launch": [("none", 1), ("floor", 1), ("ours-shadow", 1), ("ours-python", 1), ("ours-triton", 1),
+               ("upstream-shadow", 1), ("upstream-python", 2), ("torch", 1)],
+    "mlp": [("none", 1), ("floor", 1), ("ours-shadow", 1), ("ours-python", 2), ("upstream-shadow", 1),
+            ("upstream-python", 3), ("torch", 1)],
+    "graph": [("none", 1), ("floor", 1), ("ours-shadow", 1), ("upstream-shadow", 1), ("torch", 3)],
+    "triton_matmul": [("none", 1), ("floor", 1), ("ours-shadow", 1), ("ours-triton", 1), ("upstream-shadow", 2),
+                      ("upstream-triton", 3)],
+    "jax": [("none", 1), ("floor", 1), ("ours-shadow", 1), ("ours-python", 3), ("upstream-shadow", 1)],
+}
+DRY_MATRIX = {"sleep": [("none", 1), ("fake-ours", 1), ("fake-floor", 1), ("broken", 1)]}
+
+# rounds, measured seconds per run (target, floor), calibration seconds, total budget seconds
+MODES = {
+    "full": dict(rounds=5, target=1.0, min_target=0.3, calibrate=0.5, budget=450.0),
+    "quick": dict(rounds=2, target=0.3, min_target=0.15, calibrate=0.25, budget=125.0),
+    "dry": dict(rounds=3, target=0.04, min_target=0.02, calibrate=0.04, budget=60.0),
+}
+EXIT_GRACE_S = 5.0  # a worker that wrote its result but does not exit is killed after this
+PROFILED_SLOWDOWN = 1.4  # planning guess for the average profiled/unprofiled time
+PROFILER_EXTRA_S = 0.8  # planning guess: a profiler's imports, start and finalize, per process
+
+
+class Harness:
+    def __init__(self, args):
+        self.args = args
+        self.out = os.path.abspath(args.out)
+        self.work = os.path.join(self.out, "bench_work")  # logs of failures, round-0 profiles, the floor build
+        self.t0 = time.perf_counter()
+        self.runs: list[dict] = []
+        self.calibration: dict = {}
+        self.plan: dict = {}
+        self.notes: list[str] = []
+        self.meta: dict = {}
+        self.env = dict(os.environ)
+        self.env.update(XLA_PYTHON_CLIENT_PREALLOCATE="false", PYTHONUNBUFFERED="1")
+        self.current = None
+        self.exit_hangs: dict[str, int] = {}  # profiler -> workers killed after writing their result
+
+    # ------------------------------------------------------------- plumbing
+    def elapsed(self) -> float:
+        return time.perf_counter() - self.t0
+
+    def log(self, msg: str) -> None:
+        try:
+            print(f"[{self.elapsed():6.1f}s] {msg}", flush=True)
+        except OSError:  # a closed pipe (tee gone) must not end the measurements; bench.json still gets written
+            pass
+
+    def run_worker(self, workload, profiler, tag, *, iters=0, warmup=2, calibrate=0.0, timeout=120.0) -> dict:
+        """Run one worker process; always return a run record, never raise."""
+        for sub in ("results", "logs", "profiles"):
+            os.makedirs(os.path.join(self.work, sub), exist_ok=True)
+        result_path = os.path.join(self.work, "results", tag + ".json")
+        log_path = os.path.join(self.work, "logs", tag + ".log")
+        profile_dir = os.path.join(self.work, "profiles", tag)
+        for stale in (result_path, result_path + ".tmp"):
+            if os.path.exists(stale):
+                os.remove(stale)
+        cmd = [sys.executable, WORKER, "--workload", workload, "--profiler", profiler,
+               "--iters", str(iters), "--warmup", str(warmup), "--calibrate", str(calibrate),
+               "--profile-dir", profile_dir, "--result", result_path]
+        note, rc = None, None
+        t = time.perf_counter()
+        with open(log_path, "w") as log:
+            try:
+                proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=self.env, cwd=REPO,
+                                        start_new_session=True)
+            except OSError as exc:
+                return {"workload": workload, "profiler": profiler, "ok": False, "error": f"cannot start worker: {exc}"}
+            self.current = proc
+            seen = None
+            try:
+                while True:
+                    rc = proc.poll()
+                    if rc is not None:
+                        break
+                    now = time.perf_counter()
+                    if os.path.exists(result_path):
+                        seen = seen or now
+                        grace = 1.0 if self.exit_hangs.get(profiler, 0) >= 2 else EXIT_GRACE_S
+                        if now - seen > grace:
+                            note = f"killed: still running {grace:.0f} s after writing its result"
+                            self.exit_hangs[profiler] = self.exit_hangs.get(profiler, 0) + 1
+                            rc = self._kill(proc)
+                            break
+                    if now - t > timeout:
+                        note = f"timeout after {timeout:.0f} s"
+                        rc = self._kill(proc)
+                        break
+                    time.sleep(0.05)
+            finally:
+                if proc.poll() is None:
+                    self._kill(proc)
+                self.current = None
+        wall = time.perf_counter() - t
+        record = None
+        if os.path.exists(result_path):
+            try:
+                with open(result_path) as f:
+                    record = json.load(f)
+            except (OSError, ValueError) as exc:
+                note = f"unreadable result: {exc}"
+        if os.path.exists(result_path):
+            os.remove(result_path)  # bench.json keeps every figure
+        tail = _tail(log_path)
+        if record is None:
+            why = note or (f"worker died ({_rc_text(rc)})")
+            last = report.first_line("\n".join(reversed(tail.splitlines()))) if tail.strip() else ""
+            record = {"ok": False, "error": f"{why}; last output: {last}" if last else why}
+        record.update(workload=workload, profiler=profiler, wall_s=wall, rc=rc)
+        if note and record.get("ok"):
+            record["warning"] = note
+        if not record.get("ok") or rc not in (0, None):
+            record["log_tail"] = tail[-2000:]
+        else:
+            os.remove(log_path)
+        return record
+
+    def _kill(self, proc):
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)  # the worker's own session: it and its children only
+        except (ProcessLookupError, PermissionError):
+            pass
+        try:
+            return proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            return None
+
+    def save(self, final=False) -> None:
+        summary = report.summarize(self.runs, self.plan)
+        fid = report.fidelity(self.runs, self.plan)
+        self.meta.update(elapsed_s=self.elapsed(), notes=self.notes, final=final)
+        doc = {"meta": self.meta, "plan": self.plan, "calibration": self.calibration,
+               "runs": self.runs, "summary": summary, "fidelity": fid}
+        _write_json(os.path.join(self.out, "bench.json"), doc)
+        if self.args.markdown:
+            with open(os.path.join(self.out, "bench.md"), "w") as f:
+                f.write(report.render_markdown(summary, fid, self.plan, self.meta))
+        self.summary, self.fid = summary, fid
+
+    # -------------------------------------------------------------- phases
+    def build_floor(self) -> None:
+        from floor import build as floor_build
+
+        try:
+            d = floor_build.build(os.path.join(self.work, "floor_build"))
+            self.env["PROTON_BENCH_FLOOR_DIR"] = d
+            self.meta["floor"] = {"built": True, "dir": d}
+            self.log(f"floor built into {d}")
+        except Exception as exc:  # noqa: BLE001 - a broken toolchain must not stop the run
+            msg = f"floor build failed: {exc}"
+            print("=" * 72 + f"\n{msg}\n" + "=" * 72, flush=True)
+            self.env.pop("PROTON_BENCH_FLOOR_DIR", None)
+            self.env["PROTON_BENCH_FLOOR_ERROR"] = report.first_line(msg)
+            self.meta["floor"] = {"built": False, "error": str(exc)[-4000:]}
+            self.notes.append(report.first_line(msg))
+
+    def calibrate(self, workloads, mode) -> None:
+        for w in workloads:
+            rec = self.run_worker(w, "none", f"calibrate.{w}", warmup=2, calibrate=mode["calibrate"], timeout=150)
+            self.calibration[w] = rec
+            if rec.get("ok"):
+                rec["overhead_s"] = max(0.5, rec["wall_s"] - rec["measure_s"] - 2 * rec["per_iter_s"])
+                self.log(f"calibrated {w}: {rec['per_iter_s'] * 1e3:.3f} ms/iter, process overhead "
+                         f"{rec['overhead_s']:.1f} s")
+                for k, v in rec.get("versions", {}).items():
+                    self.meta.setdefault("versions", {})[k] = v
+            else:
+                self.log(f"calibration of {w} FAILED: {report.first_line(rec.get('error'))}")
+
+    def make_plan(self, matrix, mode, rounds) -> None:
+        ok = {w: c for w, c in self.calibration.items() if c.get("ok")}
+        active = {w: list(cells) for w, cells in matrix.items() if w in ok}
+        remaining = max(1.0, mode["budget"] - self.elapsed()) * 0.92
+
+        def fixed_s(w, p):
+            return ok[w]["overhead_s"] + (PROFILER_EXTRA_S if p != "none" else 0.0)
+
+        def estimate(t, act):
+            return sum(fixed_s(w, p) + PROFILED_SLOWDOWN * t * 1.25 for w in act for p, _ in act[w])
+
+        def fit(act):
+            fixed = sum(fixed_s(w, p) for w in act for p, _ in act[w])
+            var = sum(PROFILED_SLOWDOWN * 1.25 for w in act for _ in act[w]) or 1.0
+            return min(mode["target"], max(mode["min_target"], (remaining / rounds - fixed) / var))
+
+        t = fit(active)
+        for level in (3, 2):
+            if rounds * estimate(t, active) <= remaining:
+                break
+            dropped = [f"{w}/{p}" for w in active for p, pr in active[w] if pr >= level]
+            if dropped:
+                active = {w: [(p, pr) for p, pr in cells if pr < level] for w, cells in active.items()}
+                self.notes.append(f"budget: dropped priority-{level} cells {', '.join(dropped)}")
+                t = fit(active)
+        est = rounds * estimate(t, active)
+        self.log(f"plan: {rounds} rounds x {sum(len(c) for c in active.values())} runs, {t:.2f} s measured per "
+                 f"run, estimated {est:.0f} s of {remaining / 0.92:.0f} s left")
+        self.target = t
+        for w, cells in matrix.items():
+            entry = {"profilers": [p for p, _ in active.get(w, cells)]}
+            cal = self.calibration.get(w)
+            if not cal or not cal.get("ok"):
+                entry["error"] = (cal or {}).get("error", "not calibrated")
+            else:
+                per = cal["per_iter_s"]
+                iters = max(3, int(round(t / per)))
+                entry.update(iters=iters, warmup=max(2, int(math.ceil(0.2 * iters))), per_iter_s=per,
+                             kernels_per_step=cal.get("kernels_per_step"),
+                             est_run_s=cal["overhead_s"] + PROFILER_EXTRA_S + PROFILED_SLOWDOWN * t * 1.25)
+            self.plan[w] = entry
+
+    def rounds(self, rounds, mode) -> int:
+        failed: dict[tuple, str] = {}
+        block_s: dict[str, float] = {}
+        timeouts: dict[str, int] = {}
+        done = 0
+        for rnd in range(rounds):
+            for w, entry in self.plan.items():
+                if entry.get("error"):
+                    continue
+                cells = entry["profilers"]
+                shift = rnd % len(cells)
+                order = cells[shift:] + cells[:shift]
+                guess = block_s.get(w, entry["est_run_s"] * len(cells))
+                if (rnd > 0 and self.elapsed() + guess > mode["budget"]) or self.elapsed() > mode["budget"]:
+                    partial = any(r["round"] == rnd for r in self.runs)
+                    self.notes.append(f"budget of {mode['budget']:.0f} s reached: {done} complete rounds "
+                                      f"of {rounds}" + (f" (round {rnd + 1} partial)" if partial else ""))
+                    self.log(self.notes[-1])
+                    return done
+                t = time.perf_counter()
+                for p in order:
+                    if (w, p) in failed or timeouts.get(p, 0) >= 2:
+                        continue
+                    if p == "floor" and "PROTON_BENCH_FLOOR_ERROR" in self.env:  # no process to spend on it
+                        rec = {"workload": w, "profiler": p, "round": rnd, "ok": False,
+                               "error": self.env["PROTON_BENCH_FLOOR_ERROR"]}
+                        self.runs.append(rec)
+                        failed[(w, p)] = rec["error"]
+                        continue
+                    left = mode["budget"] - self.elapsed()
+                    timeout = min(240.0, max(60.0, 10 * entry["est_run_s"]), max(30.0, left + 30.0))
+                    rec = self.run_worker(w, p, f"r{rnd}.{w}.{p}", iters=entry["iters"], warmup=entry["warmup"],
+                                          timeout=timeout)
+                    rec["round"] = rnd
+                    self.runs.append(rec)
+                    self._progress(rec)
+                    if not rec.get("ok") and p != "none":
+                        failed[(w, p)] = rec.get("error", "")  # do not spend budget on it again
+                    if str(rec.get("error", "")).startswith("timeout"):
+                        timeouts[p] = timeouts.get(p, 0) + 1  # twice: skipped everywhere
+                    if rnd > 0 and not self.args.keep_profiles:
+                        shutil.rmtree(os.path.join(self.work, "profiles", f"r{rnd}.{w}.{p}"), ignore_errors=True)
+                block_s[w] = time.perf_counter() - t
+            done += 1
+            self.meta["rounds_done"] = done
+            self.save()
+            self.log(f"round {rnd + 1}/{rounds} done")
+        return done
+
+    def _progress(self, rec) -> None:
+        head = f"r{rec['round']} {rec['workload']:<14} {rec['profiler']:<16}"
+        if rec.get("ok"):
+            base = next((r for r in self.runs if r["round"] == rec["round"] and r["workload"] == rec["workload"]
+                         and r["profiler"] == "none" and r.get("ok")), None)
+            ratio = f"x{rec['per_iter_s'] / base['per_iter_s']:.3f}" if base else "x?"
+            extra = f" kernels={rec['kernel_count']}" if rec.get("kernel_count") is not None else ""
+            self.log(f"{head} {rec['per_iter_s'] * 1e3:9.3f} ms/iter {ratio:>8}  finalize "
+                     f"{rec['finalize_s'] * 1e3:7.1f} ms  rss {rec['rss_mb']:6.0f} MB  wall {rec['wall_s']:5.1f} s"
+                     f"{extra}{'  WARNING ' + rec['warning'] if rec.get('warning') else ''}")
+        else:
+            self.log(f"{head} FAILED: {report.first_line(rec.get('error'))}")
+
+
+def _tail(path, n=4000) -> str:
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, 2)
+            f.seek(max(0, f.tell() - n))
+            return f.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+
+
+def _rc_text(rc) -> str:
+    if rc is None:
+        return "no exit status"
+    if rc < 0:
+        try:
+            return f"signal {signal.Signals(-rc).name}"
+        except ValueError:
+            return f"signal {-rc}"
+    return f"exit status {rc}"
+
+
+def _write_json(path, doc) -> None:
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(doc, f, indent=1, default=str)
+    os.replace(tmp, path)
+
+
+def _gpu_name() -> str:
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=20).stdout.strip().splitlines()
+    except (OSError, subprocess.SubprocessError):
+        return "no nvidia-smi"
+    if not out:
+        return "no GPU reported"
+    name, _, driver = out[0].rpartition(",")
+    return f"{len(out)}x {name.strip() or out[0]} (driver {driver.strip()})"
+
+
+def _select(matrix, workloads, profilers):
+    if workloads:
+        unknown = set(workloads) - set(matrix)
+        if unknown:
+            raise SystemExit(f"unknown workload(s) {', '.join(sorted(unknown))}; known: {', '.join(matrix)}")
+        matrix = {w: c for w, c in matrix.items() if w in workloads}
+    if profilers:
+        keep = set(profilers) | {"none"}  # ratios need the unprofiled run
+        matrix = {w: [(p, pr) for p, pr in c if p in keep] for w, c in matrix.items()}
+    return matrix
+
+
+def self_check(h: Harness) -> list[str]:
+    """What the dry run must show; an empty list means the plumbing works."""
+    problems = []
+    with open(os.path.join(h.out, "bench.json")) as f:
+        doc = json.load(f)
+    cells = doc["summary"].get("sleep", {})
+    none = cells.get("none", {})
+    if none.get("ratio_median") != 1.0:
+        problems.append(f"none ratio is {none.get('ratio_median')}, not 1.0")
+    if not (cells.get("fake-ours", {}).get("ratio_median") or 0) > 0:
+        problems.append("fake-ours has no ratio")
+    if not cells.get("fake-ours", {}).get("profile_bytes"):
+        problems.append("fake-ours profile size missing")
+    if "deliberate failure" not in str(cells.get("broken", {}).get("error")):
+        problems.append("broken profiler's error not reported")
+    fid = [r for r in doc["fidelity"] if r["profiler"] == "fake-ours"]
+    if not fid or fid[0]["count_diff_pct_median"] != 0.0:
+        problems.append(f"fidelity row wrong: {fid}")
+    if doc["meta"]["rounds_done"] != h.args.rounds:
+        problems.append(f"{doc['meta']['rounds_done']} rounds done, {h.args.rounds} asked")
+    return problems
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", default="bench_out", help="output directory (bench.json, bench.md, logs)")
+    ap.add_argument("--quick", action="store_true", help="2 short rounds, ~2 minutes: a smoke test")
+    ap.add_argument("--dry-run", action="store_true", help="no GPU: fake workload and profilers, proves plumbing")
+    ap.add_argument("--markdown", action="store_true", help="also print the tables as Markdown, write bench.md")
+    ap.add_argument("--rounds", type=int, help="interleaved rounds (default 5; quick 2; dry run 3)")
+    ap.add_argument("--budget", type=float, help="seconds for the whole run (default 450; quick 125; env PROTON_BENCH_BUDGET)")
+    ap.add_argument("--target", type=float, help="seconds measured per run (default 1.0; quick 0.3)")
+    ap.add_argument("--workloads", help="comma list (default all): " + ", ".join(MATRIX))
+    ap.add_argument("--profilers", help="comma list (default all; 'none' always runs)")
+    ap.add_argument("--keep-profiles", action="store_true", help="keep every round's profiles (default: round 0)")
+    args = ap.parse_args(argv)
+
+    mode_name = "dry" if args.dry_run else "quick" if args.quick else "full"
+    mode = dict(MODES[mode_name])
+    args.rounds = max(1, args.rounds or mode["rounds"])
+    budget = args.budget or float(os.environ.get("PROTON_BENCH_BUDGET") or 0)  # env: for scripts passing only --out
+    if budget > 0:
+        mode["budget"] = budget
+    if args.target:
+        mode["target"] = args.target
+        mode["min_target"] = min(mode["min_target"], args.target)
+    split = lambda s: [x.strip() for x in s.split(",") if x.strip()] if s else None
+    matrix = _select(DRY_MATRIX if args.dry_run else MATRIX, split(args.workloads), split(args.profilers))
+
+    h = Harness(args)
+    os.makedirs(h.out, exist_ok=True)
+    h.meta.update(mode=mode_name, rounds_asked=args.rounds, budget_s=mode["budget"], python=sys.version.split()[0],
+                  date=time.strftime("%Y-%m-%d %H:%M:%S %Z"), host=os.uname().nodename,
+                  gpu="none (dry run)" if args.dry_run else _gpu_name(), argv=sys.argv[1:], rounds_done=0)
+    h.meta["title"] = f"{h.meta['gpu']}, {h.meta['date']}, mode {mode_name}"
+
+    def on_term(signum, frame):
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    signal.signal(signal.SIGTERM, on_term)
+    interrupted = False
+    try:
+        h.log(f"mode {mode_name}: {args.rounds} rounds, budget {mode['budget']:.0f} s, output {h.out}")
+        if any(p == "floor" for cells in matrix.values() for p, _ in cells):
+            h.build_floor()
+        h.calibrate(list(matrix), mode)
+        h.make_plan(matrix, mode, args.rounds)
+        h.save()
+        h.rounds(args.rounds, mode)  # keeps meta["rounds_done"] current, even when interrupted
+    except KeyboardInterrupt as exc:
+        interrupted = True
+        if h.current is not None:
+            h._kill(h.current)
+        h.notes.append(f"interrupted ({exc or 'Ctrl-C'}): partial results")
+    if h.meta["rounds_done"] < args.rounds and not any("rounds of" in n for n in h.notes) and not interrupted:
+        h.notes.append(f"only {h.meta['rounds_done']} of {args.rounds} rounds completed")
+    h.meta["title"] += f", {h.meta['rounds_done']} rounds, {h.elapsed():.0f} s"
+    h.save(final=True)
+
+    text = report.render_text(h.summary, h.fid, h.plan, h.meta)
+    if args.markdown:
+        print("\n" + report.render_markdown(h.summary, h.fid, h.plan, h.meta))
+    print("\n" + text, flush=True)
+    print(f"raw figures: {os.path.join(h.out, 'bench.json')}" +
+          (f", markdown: {os.path.join(h.out, 'bench.md')}" if args.markdown else ""))
+
+    if args.dry_run:
+        problems = self_check(h)
+        for p in problems:
+            print(f"DRY RUN CHECK FAILED: {p}")
+        print("dry run: plumbing OK" if not problems else "dry run: FAILED")
+        return 1 if problems else 0
+    return 0 if any(r.get("ok") for r in h.runs) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,122 @@
+"""One measurement in one fresh process: a workload under one profiler.
+
+A process of its own per measurement, so profilers never share CUPTI state,
+caches or allocator history.  The profiler starts before warm-up (start cost
+excluded), the measured window is K synchronized iterations, finalize is timed
+apart, and the outcome is written as JSON to ``--result`` (also on failure).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import sys
+import time
+import traceback
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+if HERE not in sys.path:
+    sys.path.insert(0, HERE)
+os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+
+T_PROCESS = time.perf_counter()
+
+
+def write_result(path: str, result: dict) -> None:
+    """Atomically, so the orchestrator never reads half a file."""
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(result, f)
+    os.replace(tmp, path)
+
+
+def versions() -> dict:
+    out = {}
+    for mod in ("torch", "triton", "jax", "jaxlib", "proton_core"):
+        m = sys.modules.get(mod)
+        if m is not None:
+            out[mod] = str(getattr(m, "__version__", "?"))
+    return out
+
+
+def measure(args) -> dict:
+    import profilers
+    import workloads
+
+    wl = workloads.make(args.workload)
+    prof = profilers.make(args.profiler)
+    t = time.perf_counter()
+    wl.setup()
+    setup_s = time.perf_counter() - t
+
+    os.makedirs(args.profile_dir, exist_ok=True)
+    path = os.path.join(args.profile_dir, f"{args.workload}_{args.profiler}")
+    t = time.perf_counter()
+    prof.start(path)
+    start_s = time.perf_counter() - t
+    scope = prof.scope
+    wl.prepare(scope)
+    for _ in range(args.warmup):
+        wl.step(scope)
+
+    t = time.perf_counter()
+    if args.calibrate > 0:  # run for a fixed time to learn the iteration cost
+        iters = 0
+        while time.perf_counter() - t < args.calibrate or iters < 2:
+            wl.step(scope)
+            iters += 1
+    else:
+        iters = args.iters
+        for _ in range(iters):
+            wl.step(scope)
+    measure_s = time.perf_counter() - t
+
+    wl.sync()
+    t = time.perf_counter()
+    info = prof.finalize() or {}
+    finalize_s = time.perf_counter() - t
+
+    files = info.pop("files", [])
+    result = {
+        "ok": True, "iters": iters, "warmup": args.warmup,
+        "measure_s": measure_s, "per_iter_s": measure_s / max(iters, 1),
+        "setup_s": setup_s, "start_s": start_s, "finalize_s": finalize_s,
+        "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,
+        "profile_bytes": sum(os.path.getsize(p) for p in files) if files else None,
+        "files": [os.path.basename(p) for p in files],
+        "kernels_per_step": getattr(wl, "kernels_per_step", None),
+        "versions": versions(),
+    }
+    result.update(info)
+    return result
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--workload", required=True)
+    ap.add_argument("--profiler", required=True)
+    ap.add_argument("--iters", type=int, default=10)
+    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--calibrate", type=float, default=0.0, help="seconds: measure by time, not --iters")
+    ap.add_argument("--profile-dir", required=True)
+    ap.add_argument("--result", required=True)
+    args = ap.parse_args(argv)
+    base = {"workload": args.workload, "profiler": args.profiler}
+    try:
+        result = measure(args)
+    except BaseException as exc:  # noqa: BLE001 - every failure must reach the table
+        traceback.print_exc()
+        msg = f"{type(exc).__name__}: {exc}".strip()
+        result = {"ok": False, "error": msg, "traceback": traceback.format_exc()[-4000:]}
+    result.update(base)
+    result["process_s"] = time.perf_counter() - T_PROCESS
+    write_result(args.result, result)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    return 0 if result["ok"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

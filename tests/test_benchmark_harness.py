@@ -1,0 +1,55 @@
+"""The benchmark harness's plumbing, on CPU: a dry run end to end, and profile parsing.
+
+The real measurements need the GPU machine (scripts/gpu_check.sh --bench); this
+keeps the orchestration, tables, JSON and error cells from rotting in between.
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BENCH = os.path.join(ROOT, "benchmarks")
+
+
+def test_dry_run_end_to_end(tmp_path):
+    proc = subprocess.run([sys.executable, os.path.join(BENCH, "run.py"), "--dry-run", "--markdown",
+                           "--out", str(tmp_path)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "dry run: plumbing OK" in proc.stdout
+    assert "error: RuntimeError: deliberate failure (dry run)" in proc.stdout
+    doc = json.loads((tmp_path / "bench.json").read_text())
+    assert doc["meta"]["rounds_done"] == 3
+    assert doc["summary"]["sleep"]["none"]["ratio_median"] == 1.0
+    assert (tmp_path / "bench.md").read_text().startswith("## Proton overhead benchmark")
+    # every round ran every working profiler once, in rotating order
+    orders = {}
+    for run in doc["runs"]:
+        orders.setdefault(run["round"], []).append(run["profiler"])
+    assert orders[0][0] != orders[1][0]
+
+
+def test_hatchet_kernel_totals(tmp_path):
+    sys.path.insert(0, BENCH)
+    try:
+        from profilers import hatchet_kernel_totals
+    finally:
+        sys.path.remove(BENCH)
+    kernel = lambda name, n, t: {"frame": {"name": name}, "children": [],
+                                 "metrics": {"count": n, "time (ns)": t, "device_id": "0", "device_type": "CUDA"}}
+    scope = {"frame": {"name": "step"}, "metrics": {"bytes": 5}, "children": [kernel("a", 3, 30), kernel("b", 2, 7)]}
+    root = {"frame": {"name": "ROOT"}, "metrics": {"count": 0, "time (ns)": 0}, "children": [scope, kernel("c", 1, 1)]}
+    path = tmp_path / "p.hatchet"
+    path.write_text(json.dumps([root, {"CUDA": {}}]))
+    assert hatchet_kernel_totals(str(path)) == (6, 38)
+
+
+@pytest.mark.skipif(not os.path.isfile("/usr/local/cuda/include/cupti.h"), reason="no CUPTI headers here")
+def test_floor_builds(tmp_path):
+    proc = subprocess.run([sys.executable, os.path.join(BENCH, "floor", "build.py"), str(tmp_path)],
+                          capture_output=True, text=True, timeout=300, cwd=BENCH)
+    assert proc.returncode == 0, proc.stderr
+    assert any(p.name.startswith("_proton_floor") for p in tmp_path.iterdir())
