@@ -25,6 +25,7 @@ class ContextTree:
         self._lock = threading.Lock()
         self._index: dict[tuple[int, str, str], int] = {}
         self._entries: list[tuple[int, str, str]] = [(ROOT_ID, "", "")]
+        self._paths: dict[int, tuple] = {}
 
     def child(self, parent: int, kind: str, name: str) -> int:
         key = (parent, kind, name)
@@ -40,7 +41,11 @@ class ContextTree:
         return found
 
     def path(self, context_id: int) -> list[tuple[str, str]]:
-        """The (kind, name) elements from the outermost to ``context_id``."""
+        """The (kind, name) elements from the outermost to ``context_id`` (cached: ids never change)."""
+        start = context_id
+        cached = self._paths.get(context_id)
+        if cached is not None:
+            return list(cached)
         out = []
         entries = self._entries
         while context_id != ROOT_ID:
@@ -48,6 +53,7 @@ class ContextTree:
             out.append((kind, name))
             context_id = parent
         out.reverse()
+        self._paths[start] = tuple(out)
         return out
 
 
@@ -88,16 +94,24 @@ def register_internal_path(path: str) -> None:
     the user's frames, never the profiler's.
     """
     path = os.path.abspath(path)
+    _verdicts.clear()
     if os.path.isdir(path):
         _internal_dirs.append(path.rstrip(os.sep) + os.sep)
     else:
         _internal_files.add(path)
 
 
+_verdicts: dict[str, bool] = {}
+
+
 def is_internal(filename: str) -> bool:
-    if filename in _internal_files:
-        return True
-    return any(filename.startswith(d) for d in _internal_dirs)
+    """Whether frames of ``filename`` belong to the profiler (cached per file name)."""
+    verdict = _verdicts.get(filename)
+    if verdict is None:
+        path = os.path.abspath(filename)  # normalises "a/../b" and relative names
+        verdict = path in _internal_files or any(path.startswith(d) for d in _internal_dirs)
+        _verdicts[filename] = verdict
+    return verdict
 
 
 def frame_name(filename: str, function: str, line: int) -> str:
@@ -112,7 +126,7 @@ def capture_frames(start=None) -> list[str]:
     while frame is not None:
         code = frame.f_code
         filename = code.co_filename
-        if not is_internal(os.path.abspath(filename) if not os.path.isabs(filename) else filename):
+        if not is_internal(filename):
             names.append(frame_name(filename, code.co_name, frame.f_lineno))
         frame = frame.f_back
     names.reverse()

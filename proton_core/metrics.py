@@ -88,6 +88,9 @@ def check_value(name: str, value: object):
     Tensors are kept as they are (reading them would synchronise the device);
     they are read, and checked for sign, when the session is flushed.
     """
+    kind = type(value)
+    if (kind is int or kind is float) and 0 <= value < math.inf:  # the common case, no ABC checks
+        return value
     if isinstance(value, bool):
         raise ProtonError(f"metric {name!r} has a bool value {value!r}: pass an int or float")
     if isinstance(value, numbers.Integral):

@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 $PY -m pip install -q --upgrade pip
-$PY -m pip install -q "torch==2.13.0"
+$PY -m pip install -q "torch==2.13.0" "jax>=0.4.30,<1"
 plugins=()
 for dir in plugins/*/; do
   [ -f "$dir/pyproject.toml" ] && plugins+=(-e "$dir")

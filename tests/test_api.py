@@ -7,7 +7,7 @@ import threading
 import pytest
 
 import proton_core as proton
-from conftest import load, node
+from profile_helpers import load, node
 from proton_core.errors import ProtonError
 from proton_core.session import MANAGER
 

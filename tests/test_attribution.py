@@ -5,7 +5,7 @@ import threading
 import pytest
 
 import proton_core as proton
-from conftest import load, node
+from profile_helpers import load, node
 
 
 def test_nested_scopes_exact_counts_and_times(tmp_path, fake):

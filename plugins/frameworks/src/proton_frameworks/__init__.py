@@ -1,0 +1,7 @@
+"""Proton context sources for frameworks: ``hook="triton"``, ``hook="torch"``, ``hook="jax"``.
+
+Nothing here imports a framework at import time; each source imports its
+framework when a session that names it starts.
+"""
+
+__version__ = "0.1.0"

@@ -1,0 +1,246 @@
+"""``hook="jax"``: XLA kernels filed under their ``jax.named_scope`` path and source line.
+
+JAX records each operation's name scope in the HLO metadata of the compiled
+executable (``op_name="jit(f)/scope1/sin"``, plus ``source_file``/
+``source_line`` or, in newer XLA, a ``stack_frame_id`` into the module's
+stack-frame tables).  XLA on GPU names each kernel after the instruction
+(usually a fusion) it runs, with ``.`` and ``-`` turned into ``_``.  So the
+mapping is done entirely when the profile is built: :meth:`JaxSource.rewrite`
+looks the kernel name up in tables parsed from the executables' HLO and
+re-parents the kernel under ``jit(f)/scope1/<file>:<line>``.  Nothing runs
+per launch.
+
+Executables get into the tables two ways:
+
+* automatically: while a ``hook="jax"`` session is open, every executable
+  JAX compiles is observed (a wrapper around ``jax._src.compiler.
+  compile_or_get_cached``; if a JAX version lacks it, a one-line warning
+  says so and only explicit registration works);
+* explicitly: ``proton_frameworks.jax_scopes.register(jitted, *example_args)``
+  for functions compiled before the session started (JAX caches them, so
+  they are not compiled again).
+
+Kernels with no HLO counterpart (cuBLAS/cuDNN library kernels called through
+custom calls, copies) keep the path they were launched under.  A kernel name
+found in several executables with different scopes goes under the scopes
+they share.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import re
+import sys
+import threading
+
+from proton_core.context import ContextSource
+from proton_core.errors import ProtonError
+
+_lock = threading.Lock()
+_texts: list[str] = []  # HLO texts observed, parsed lazily at rewrite time
+_table: dict[str, set] = {}  # sanitized kernel name -> {(scope elements, source or None)}
+_resolved: dict[tuple, tuple] = {}  # (path, kernel) -> (path, kernel)
+
+_INSTR = re.compile(r"^\s*(?:ROOT\s+)?%?([A-Za-z_][\w.\-]*)\s*=\s.*?,?\s*metadata=\{(.*)\}")
+_OP_NAME = re.compile(r'op_name="((?:[^"\\]|\\.)*)"')
+_SOURCE_FILE = re.compile(r'source_file="((?:[^"\\]|\\.)*)"')
+_SOURCE_LINE = re.compile(r"source_line=(\d+)")
+_FRAME_ID = re.compile(r"stack_frame_id=(\d+)")
+_TABLE_ROW = re.compile(r'^(\d+)\s+(.*)$')
+_FIELD = re.compile(r"(\w+)=(\d+)")
+_SANITIZE = re.compile(r"[^A-Za-z0-9_]")
+
+
+def kernel_key(name: str) -> str:
+    """XLA's kernel spelling of an instruction name (``loop_add_fusion.1`` -> ``loop_add_fusion_1``)."""
+    return _SANITIZE.sub("_", name)
+
+
+def _source(file: str | None, line) -> str | None:
+    if not file or line is None:
+        return None
+    return f"{os.path.basename(file)}:{line}"
+
+
+def parse_hlo(text: str) -> dict[str, tuple]:
+    """Map kernel names to ``(scope elements, "file:line" or None)`` for one HLO module's text.
+
+    Scope elements are the ``op_name`` components without the last one (the
+    primitive, e.g. ``sin``): ``jit(f)/scope1/sin`` -> ``("jit(f)", "scope1")``.
+    """
+    files, locations, frames = {}, {}, {}
+    section = None
+    instrs = []
+    for line in text.splitlines():
+        stripped = line.strip()
+        if stripped in ("FileNames", "FunctionNames", "FileLocations", "StackFrames"):
+            section = stripped
+            continue
+        if section is not None:
+            row = _TABLE_ROW.match(stripped)
+            if row:
+                key, rest = int(row.group(1)), row.group(2)
+                if section == "FileNames":
+                    files[key] = rest.strip().strip('"')
+                elif section == "FileLocations":
+                    locations[key] = dict((k, int(v)) for k, v in _FIELD.findall(rest))
+                elif section == "StackFrames":
+                    frames[key] = dict((k, int(v)) for k, v in _FIELD.findall(rest))
+                continue
+            if stripped:
+                section = None
+        if "metadata={" in line:
+            m = _INSTR.match(line)
+            if m:
+                instrs.append((m.group(1), m.group(2)))
+    out = {}
+    for name, meta in instrs:
+        op = _OP_NAME.search(meta)
+        if not op or "/" not in op.group(1):
+            continue
+        elements = tuple(e for e in op.group(1).split("/")[:-1] if e)
+        source = None
+        frame = _FRAME_ID.search(meta)
+        if frame:
+            loc = locations.get(frames.get(int(frame.group(1)), {}).get("file_location_id"), {})
+            source = _source(files.get(loc.get("file_name_id")), loc.get("line"))
+        else:
+            sf, sl = _SOURCE_FILE.search(meta), _SOURCE_LINE.search(meta)
+            if sf and sl:
+                source = _source(sf.group(1), sl.group(1))
+        out[kernel_key(name)] = (elements, source)  # later (entry computation) instructions win
+    return out
+
+
+def register_hlo_text(text: str) -> None:
+    """Add one HLO module's text to the tables (what :func:`register` and the observer do)."""
+    with _lock:
+        _texts.append(text)
+        _resolved.clear()
+
+
+def _hlo_texts(executable) -> list[str]:
+    modules = getattr(executable, "hlo_modules", None)
+    if modules is not None:
+        return [m.to_string() for m in modules()]
+    return [executable.as_text()]
+
+
+def register(fn, *args, **kwargs):
+    """Compile ``fn`` (a ``jax.jit`` function) for these example arguments and add its HLO.
+
+    Use it for functions JAX compiled before the session started.  Returns
+    ``fn`` unchanged.
+    """
+    if not hasattr(fn, "lower"):
+        raise ProtonError(f"register() needs a jax.jit function (with .lower), not {type(fn).__name__}")
+    compiled = fn.lower(*args, **kwargs).compile()
+    runtime = getattr(compiled, "runtime_executable", None)
+    texts = _hlo_texts(runtime()) if runtime is not None else [compiled.as_text()]
+    for text in texts:
+        register_hlo_text(text)
+    return fn
+
+
+def _tables() -> dict[str, set]:
+    with _lock:
+        while _texts:
+            for key, entry in parse_hlo(_texts.pop(0)).items():
+                _table.setdefault(key, set()).add(entry)
+        return _table
+
+
+def _common(entries) -> tuple:
+    if len(entries) == 1:
+        elements, source = next(iter(entries))
+        return elements + ((source,) if source else ())
+    lists = [e for e, _ in entries]
+    common = []
+    for parts in zip(*lists):
+        if any(p != parts[0] for p in parts):
+            break
+        common.append(parts[0])
+    return tuple(common)
+
+
+def reset() -> None:
+    """Forget every registered executable (tests)."""
+    with _lock:
+        _texts.clear()
+        _table.clear()
+        _resolved.clear()
+
+
+# ------------------------------------------------------------- observer ----
+class _Observer:
+    """Wraps JAX's compile entry point while a jax session is open."""
+
+    users = 0
+    original = None
+    wrapper = None
+    warned = False
+
+    @classmethod
+    def install(cls) -> None:
+        cls.users += 1
+        if cls.users > 1:
+            return
+        compiler = importlib.import_module("jax._src.compiler")
+        original = getattr(compiler, "compile_or_get_cached", None)
+        if original is None:
+            if not cls.warned:
+                cls.warned = True
+                sys.stderr.write("proton: this JAX has no compile_or_get_cached; hook='jax' maps only executables "
+                                 "given to proton_frameworks.jax_scopes.register()\n")
+            return
+
+        def compile_or_get_cached(*args, **kwargs):
+            executable = original(*args, **kwargs)
+            try:
+                for text in _hlo_texts(executable):
+                    register_hlo_text(text)
+            except Exception:  # observing must never break compilation
+                pass
+            return executable
+
+        cls.original, cls.wrapper = original, compile_or_get_cached
+        compiler.compile_or_get_cached = compile_or_get_cached
+
+    @classmethod
+    def uninstall(cls) -> None:
+        if cls.users == 0:
+            return
+        cls.users -= 1
+        if cls.users or cls.wrapper is None:
+            return
+        compiler = importlib.import_module("jax._src.compiler")
+        if getattr(compiler, "compile_or_get_cached", None) is cls.wrapper:
+            compiler.compile_or_get_cached = cls.original
+        cls.original = cls.wrapper = None
+
+
+class JaxSource(ContextSource):
+    """Observes compilation while open; files kernels under their named scopes when the profile is built."""
+
+    name = "jax"
+
+    def install(self, session) -> None:
+        try:
+            importlib.import_module("jax")
+        except ImportError:
+            raise ProtonError("hook='jax' needs JAX: pip install jax (jax[cuda12] on NVIDIA GPUs)") from None
+        _Observer.install()
+
+    def uninstall(self, session) -> None:
+        _Observer.uninstall()
+
+    def rewrite(self, path, kernel):
+        key = (path, kernel)
+        found = _resolved.get(key)
+        if found is not None:
+            return found
+        entries = _tables().get(kernel_key(kernel))
+        found = (path + _common(entries), kernel) if entries else (path, kernel)
+        _resolved[key] = found
+        return found

@@ -1,0 +1,177 @@
+"""``hook="triton"``: Triton's launch hooks turn ``launch_metadata`` into an op.
+
+Triton calls an enter hook before and an exit hook after each kernel launch,
+with a ``LazyDict`` whose ``get()`` runs the kernel's
+``launch_metadata(grid, metadata, args)`` function.  The enter hook opens a
+core *op* named after the returned ``name`` (renaming the next kernel node)
+carrying every other numeric key (``flops8/16/32/64``, ``bytes``, ...) as a
+metric of that node; the exit hook closes it.  This is the one place Python
+runs per launch, so the hooks do as little as possible: nothing at all while
+no session is active, and no op for kernels without ``launch_metadata``
+(their node already has the kernel's own name).
+
+Where the hooks live depends on the Triton version:
+
+* 3.6+: ``triton.knobs.runtime.launch_enter_hook`` is a ``HookChain``; we
+  ``add`` ours and ``remove`` it on uninstall (other hooks keep running);
+* 3.3-3.5: ``knobs.runtime.launch_enter_hook`` is a single callable or None;
+* 3.0-3.2: ``CompiledKernel.launch_enter_hook`` class attribute.
+
+For single-callable slots a hook already installed by the user is chained
+(theirs runs first on enter and last on exit) and restored on uninstall.
+"""
+
+from __future__ import annotations
+
+import importlib
+import numbers
+
+from proton_core.context import THREAD, ContextSource
+from proton_core.errors import ProtonError
+from proton_core.scope import enter_scope, exit_scope
+from proton_core.session import MANAGER
+
+#: Keys Triton itself puts in the launch metadata; never metrics.
+RESERVED_KEYS = frozenset({"name", "function", "stream"})
+
+
+def _metrics_of(data: dict) -> dict:
+    """Numeric (or 0-d tensor) values of the launch metadata, except Triton's own keys."""
+    out = {}
+    for key, value in data.items():
+        kind = type(value)
+        if kind is int or kind is float:  # the common case, without ABC isinstance checks
+            if key not in RESERVED_KEYS:
+                out[key] = value
+        elif key in RESERVED_KEYS or value is None or kind is bool:
+            continue
+        elif isinstance(value, numbers.Number) or (hasattr(value, "shape") and hasattr(value, "dtype")):
+            out[key] = value
+    return out
+
+
+def launch_enter(meta) -> None:
+    """Triton's enter hook: evaluate launch_metadata, open an op with its name and metrics."""
+    if not MANAGER.active:
+        return
+    # A kernel without launch_metadata: its LazyDict holds only Triton's keys
+    # and nothing to evaluate; its node is already named after the kernel.
+    if not getattr(meta, "extras", True) and RESERVED_KEYS.issuperset(meta.data):
+        return
+    data = meta.get()
+    name = data.get("name")
+    try:
+        enter_scope(name, triton_op=True, metrics=_metrics_of(data) or None)
+    except ProtonError as exc:
+        raise ProtonError(f"launch_metadata of Triton kernel {name!r}: {exc}") from None
+
+
+def launch_exit(meta) -> None:
+    """Triton's exit hook: close the op the enter hook opened, if any."""
+    if THREAD.op is not None:
+        exit_scope(triton_op=True)
+
+
+class _Chain:
+    """Runs a user's single hook callable and ours, in launch-nesting order."""
+
+    def __init__(self, first, second):
+        self.first, self.second = first, second
+
+    def __call__(self, meta):
+        self.first(meta)
+        self.second(meta)
+
+
+class _Slot:
+    """One place a hook lives (an attribute of knobs.runtime or of CompiledKernel)."""
+
+    def __init__(self, owner, attr: str, ours, user_first: bool):
+        self.owner, self.attr, self.ours, self.user_first = owner, attr, ours, user_first
+        self.mode = None
+        self.previous = None
+        self.installed = None
+
+    def install(self) -> None:
+        current = getattr(self.owner, self.attr)
+        if hasattr(current, "add") and hasattr(current, "remove") and hasattr(current, "calls"):
+            current.add(self.ours)  # HookChain (Triton 3.6+): the chain keeps other hooks
+            self.mode, self.installed = "chain", current
+            return
+        self.previous = current
+        if current is None:
+            self.installed = self.ours
+        elif self.user_first:
+            self.installed = _Chain(current, self.ours)
+        else:
+            self.installed = _Chain(self.ours, current)
+        setattr(self.owner, self.attr, self.installed)
+        self.mode = "attr"
+
+    def uninstall(self) -> None:
+        if self.mode == "chain":
+            self.installed.remove(self.ours)
+        elif self.mode == "attr" and getattr(self.owner, self.attr) is self.installed:
+            setattr(self.owner, self.attr, self.previous)
+        # else: someone replaced our hook after us; theirs stays, ours is gone with it.
+        self.mode = None
+
+
+def hook_owner():
+    """Where this Triton keeps its launch hooks; a one-line ProtonError where the API differs."""
+    try:
+        triton = importlib.import_module("triton")
+    except ImportError:
+        raise ProtonError("hook='triton' needs Triton: pip install triton (3.0 or newer)") from None
+    version = getattr(triton, "__version__", "unknown")
+    try:
+        knobs = importlib.import_module("triton.knobs")
+    except ImportError:
+        knobs = None
+    runtime = getattr(knobs, "runtime", None)
+    if runtime is not None and hasattr(runtime, "launch_enter_hook") and hasattr(runtime, "launch_exit_hook"):
+        return runtime, version
+    try:
+        compiler = importlib.import_module("triton.compiler.compiler")
+    except ImportError:
+        compiler = None
+    kernel = getattr(compiler, "CompiledKernel", None)
+    if kernel is not None and hasattr(compiler, "LazyDict") and hasattr(kernel, "launch_enter_hook"):
+        return kernel, version
+    raise ProtonError(
+        f"hook='triton' needs Triton 3.0 or newer (launch hooks that receive launch_metadata); "
+        f"triton {version} has no such hooks: upgrade Triton or start without hook='triton'"
+    )
+
+
+class TritonSource(ContextSource):
+    """Installs the launch hooks while at least one session uses ``hook="triton"``."""
+
+    name = "triton"
+    _users = 0
+    _slots: list = []
+
+    def install(self, session) -> None:
+        cls = TritonSource
+        if cls._users == 0:
+            owner, _ = hook_owner()
+            enter = _Slot(owner, "launch_enter_hook", launch_enter, user_first=True)
+            leave = _Slot(owner, "launch_exit_hook", launch_exit, user_first=False)
+            enter.install()
+            try:
+                leave.install()
+            except Exception:
+                enter.uninstall()
+                raise
+            cls._slots = [enter, leave]
+        cls._users += 1
+
+    def uninstall(self, session) -> None:
+        cls = TritonSource
+        if cls._users == 0:
+            return
+        cls._users -= 1
+        if cls._users == 0:
+            for slot in cls._slots:
+                slot.uninstall()
+            cls._slots = []

@@ -1,0 +1,162 @@
+"""hook="jax": XLA kernel names mapped to named scopes and source lines, on CPU.
+
+The CPU backend compiles the same HLO metadata as the GPU one; kernels are
+emulated with the fake backend, named as XLA on GPU names them (the fusion
+instruction's name with '.'/'-' turned into '_').
+"""
+
+import os
+import re
+
+import pytest
+
+jax = pytest.importorskip("jax")
+jnp = pytest.importorskip("jax.numpy")
+
+import proton_core as proton  # noqa: E402
+from fwtest import load, names, node  # noqa: E402
+from proton_frameworks import jax_scopes  # noqa: E402
+from proton_frameworks.jax_scopes import kernel_key, parse_hlo  # noqa: E402
+
+HERE = os.path.basename(__file__)
+
+
+def fresh():
+    """A new function object each call: JAX caches compilations per function."""
+
+    def two_scopes(x, y):
+        with jax.named_scope("scope1"):
+            a = jnp.sin(x).sum(axis=1)  # LINE-scope1
+        with jax.named_scope("scope2"):
+            b = jnp.exp(a[:, None] * y).sum(axis=0)  # LINE-scope2
+        return a @ y + b
+
+    return two_scopes
+
+
+def line_of(tag):
+    with open(__file__) as f:
+        for i, text in enumerate(f, 1):
+            if text.rstrip().endswith("# " + tag):
+                return i
+    raise AssertionError(tag)
+
+
+ARGS = (jnp.ones((64, 32)), jnp.ones((64, 32)))
+
+
+@pytest.fixture(autouse=True)
+def fresh_tables():
+    jax_scopes.reset()
+    yield
+    jax_scopes.reset()
+
+
+def entry_fusions(text):
+    """(fusion instruction name, op_name) of the ENTRY computation's fusions."""
+    entry = text[text.index("ENTRY"):]
+    return re.findall(r'%?([\w.\-]+) = [^=]*? fusion\(.*?op_name="([^"]*)"', entry)
+
+
+def test_parse_maps_fusions_to_scopes_and_lines():
+    text = jax.jit(fresh()).lower(*ARGS).compile().as_text()
+    table = parse_hlo(text)
+    fusions = entry_fusions(text)
+    by_scope = {scope: [n for n, op in fusions if f"/{scope}/" in op] for scope in ("scope1", "scope2")}
+    assert by_scope["scope1"] and by_scope["scope2"], fusions  # each scope compiled to its own kernel
+    for scope, tag in (("scope1", "LINE-scope1"), ("scope2", "LINE-scope2")):
+        for fusion in by_scope[scope]:
+            elements, source = table[kernel_key(fusion)]
+            assert elements == ("jit(two_scopes)", scope)
+            assert source == f"{HERE}:{line_of(tag)}"
+
+
+def test_old_style_source_metadata_and_sanitized_names():
+    text = """HloModule jit_g
+ENTRY %main (p: f32[4]) -> f32[4] {
+  %p = f32[4]{0} parameter(0)
+  ROOT %loop_add-fusion.3 = f32[4]{0} fusion(%p), kind=kLoop, calls=%c, metadata={op_type="add" op_name="jit(g)/outer/inner/add" source_file="/src/model.py" source_line=42}
+}
+"""
+    table = parse_hlo(text)
+    assert table == {"loop_add_fusion_3": (("jit(g)", "outer", "inner"), "model.py:42")}
+
+
+def run_kernels(fake, text, scope, ns):
+    for fusion, op in entry_fusions(text):
+        if f"/{scope}/" in op:
+            fake.launch(kernel_key(fusion), ns)
+
+
+def test_session_observes_compilation_and_reparents_kernels(tmp_path, fake):
+    proton.start(str(tmp_path / "p"), backend="fake", hook="jax")
+    f = jax.jit(fresh())
+    f(*ARGS).block_until_ready()  # compiled inside the session: observed
+    text = f.lower(*ARGS).compile().as_text()
+    with proton.scope("step"):
+        for _ in range(2):
+            run_kernels(fake, text, "scope1", 10)
+            run_kernels(fake, text, "scope2", 20)
+            fake.launch("cublas_gemm_kernel", 5)  # a library kernel: no HLO counterpart
+    proton.finalize()
+    root, _ = load(tmp_path / "p.hatchet")
+    step = node(root, "step")
+    assert sorted(names(step)) == ["cublas_gemm_kernel", "jit(two_scopes)"]
+    fn = node(step, "jit(two_scopes)")
+    assert sorted(names(fn)) == ["scope1", "scope2"]
+    for scope, tag, ns in (("scope1", "LINE-scope1", 10), ("scope2", "LINE-scope2", 20)):
+        line = node(fn, scope, f"{HERE}:{line_of(tag)}")
+        for kernel in line["children"]:
+            assert kernel["metrics"]["count"] == 2 and kernel["metrics"]["time (ns)"] == 2 * ns
+        assert line["children"]
+
+
+def test_register_covers_functions_compiled_before_the_session(tmp_path, fake):
+    f = jax.jit(fresh())
+    f(*ARGS).block_until_ready()  # compiled (and cached) before the session
+    text = f.lower(*ARGS).compile().as_text()
+    proton.start(str(tmp_path / "p"), backend="fake", hook="jax")
+    f(*ARGS).block_until_ready()  # cache hit: nothing observed
+    run_kernels(fake, text, "scope1", 10)
+    proton.finalize()
+    assert "jit(two_scopes)" not in names(load(tmp_path / "p.hatchet")[0])
+
+    assert jax_scopes.register(f, *ARGS) is f
+    proton.start(str(tmp_path / "q"), backend="fake", hook="jax")
+    run_kernels(fake, text, "scope1", 10)
+    proton.finalize()
+    assert node(load(tmp_path / "q.hatchet")[0], "jit(two_scopes)", "scope1")
+
+
+def test_ambiguous_kernel_name_goes_under_shared_scopes(tmp_path, fake):
+    def module(scope):
+        return f"""HloModule m
+ENTRY %main (p: f32[4]) -> f32[4] {{
+  ROOT %fusion.1 = f32[4]{{0}} fusion(%p), kind=kLoop, calls=%c, metadata={{op_name="jit(step)/{scope}/mul" source_file="a.py" source_line=1}}
+}}
+"""
+
+    jax_scopes.register_hlo_text(module("encoder"))
+    jax_scopes.register_hlo_text(module("decoder"))
+    proton.start(str(tmp_path / "p"), backend="fake", hook="jax")
+    fake.launch("fusion_1", 3)
+    proton.finalize()
+    assert node(load(tmp_path / "p.hatchet")[0], "jit(step)", "fusion_1")["metrics"]["count"] == 1
+
+
+def test_observer_is_removed_after_the_last_session(tmp_path, fake):
+    import jax._src.compiler as compiler
+
+    original = compiler.compile_or_get_cached
+    a = proton.start(str(tmp_path / "a"), backend="fake", hook="jax")
+    b = proton.start(str(tmp_path / "b"), backend="fake", hook="jax")
+    assert compiler.compile_or_get_cached is not original
+    proton.finalize(a)
+    assert compiler.compile_or_get_cached is not original
+    proton.finalize(b)
+    assert compiler.compile_or_get_cached is original
+
+
+def test_register_rejects_plain_functions():
+    with pytest.raises(proton.ProtonError, match="needs a jax.jit function"):
+        jax_scopes.register(fresh(), *ARGS)

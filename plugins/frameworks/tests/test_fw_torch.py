@@ -1,0 +1,184 @@
+"""hook="torch": aten operators and module paths above kernels, checked on CPU.
+
+A CPU run launches no device kernels, so a "kernel emulator" dispatch mode,
+entered *before* the session (hence below Proton's mode on the mode stack),
+launches one fake-backend kernel ``cpu_<op>`` per aten operator, where a GPU
+run would launch the real kernel.
+"""
+
+import threading
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import proton_core as proton  # noqa: E402
+from fwtest import find_all, load, names, node  # noqa: E402
+from proton_core.context import THREAD  # noqa: E402
+from proton_frameworks import torch_ops  # noqa: E402
+from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
+
+KERNEL_OPS = {"aten::addmm", "aten::mm", "aten::relu", "aten::threshold_backward", "aten::sum", "aten::mse_loss",
+              "aten::mse_loss_backward", "aten::add_", "aten::mul"}
+
+
+class KernelEmulator(TorchDispatchMode):
+    def __init__(self, fake):
+        super().__init__()
+        self.fake = fake
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        name = func._schema.name
+        if name in KERNEL_OPS:
+            self.fake.launch("cpu_" + name.split("::")[1], 10)
+        return func(*args, **(kwargs or {}))
+
+
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = torch.nn.Linear(8, 16)
+        self.act = torch.nn.ReLU()
+        self.fc2 = torch.nn.Linear(16, 4)
+
+    def forward(self, x):
+        return self.fc2(self.act(self.fc1(x)))
+
+
+def train_step(model, opt):
+    x, y = torch.randn(5, 8), torch.randn(5, 4)
+    with proton.scope("step"):
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+
+
+def profile_step(tmp_path, fake, steps=1):
+    torch.manual_seed(0)
+    model = Net()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, foreach=False)
+    with KernelEmulator(fake):
+        proton.start(str(tmp_path / "p"), backend="fake", hook="torch")
+        for _ in range(steps):
+            train_step(model, opt)
+        proton.finalize()
+    return load(tmp_path / "p.hatchet")[0]
+
+
+def test_forward_ops_sit_under_module_paths_with_their_kernels(tmp_path, fake):
+    root = profile_step(tmp_path, fake, steps=2)
+    fc1 = node(root, "step", "Net", "fc1", "aten::addmm", "cpu_addmm")["metrics"]
+    assert fc1["count"] == 2  # once per step, summed
+    assert node(root, "step", "Net", "fc2", "aten::addmm", "cpu_addmm")["metrics"]["count"] == 2
+    assert node(root, "step", "Net", "act", "aten::relu", "cpu_relu")["metrics"]["count"] == 2
+    assert node(root, "step", "aten::mse_loss", "cpu_mse_loss")["metrics"]["count"] == 2
+
+
+def test_backward_ops_sit_under_their_autograd_nodes(tmp_path, fake):
+    root = profile_step(tmp_path, fake)
+    step = node(root, "step")
+    mm = node(step, "AddmmBackward0", "aten::mm", "cpu_mm")["metrics"]
+    assert mm["count"] == 3  # fc2: grads of its input and weight; fc1: weight only (x needs no grad)
+    assert node(step, "ReluBackward0", "aten::threshold_backward", "cpu_threshold_backward")["metrics"]["count"] == 1
+    assert node(step, "MseLossBackward0", "aten::mse_loss_backward")
+    # every emulated kernel has an aten operator as its parent: nothing is unattributed
+    for path, _ in find_all(root, lambda n: n.startswith("cpu_")):
+        assert path[-2].startswith("aten::"), path
+
+
+def test_optimizer_ops_outside_modules(tmp_path, fake):
+    root = profile_step(tmp_path, fake)
+    # SGD(foreach=False) updates 4 parameters with add_ outside any module or autograd node
+    assert node(root, "step", "aten::add_", "cpu_add_")["metrics"]["count"] == 4
+
+
+def test_sequential_children_are_named_by_index(tmp_path, fake):
+    model = torch.nn.Sequential(torch.nn.Linear(3, 3), torch.nn.ReLU())
+    with KernelEmulator(fake):
+        proton.start(str(tmp_path / "p"), backend="fake", hook="torch")
+        with torch.no_grad():
+            model(torch.randn(2, 3))
+        proton.finalize()
+    root = load(tmp_path / "p.hatchet")[0]
+    assert node(root, "Sequential", "0", "aten::addmm", "cpu_addmm")["metrics"]["count"] == 1
+    assert node(root, "Sequential", "1", "aten::relu")
+
+
+def test_exception_in_forward_closes_scopes(tmp_path, fake):
+    class Boom(torch.nn.Module):
+        def forward(self, x):
+            torch.mm(x, x)
+            raise ValueError("boom")
+
+    proton.start(str(tmp_path / "p"), backend="fake", hook="torch")
+    with proton.scope("outer"):
+        with pytest.raises(ValueError):
+            Boom()(torch.randn(2, 2))
+        assert [name for _, name, *_ in THREAD.stack] == ["outer"]
+    proton.finalize()
+
+
+def test_uninstall_removes_mode_and_hooks(tmp_path, fake):
+    from torch.nn.modules import module as nn_module
+
+    depth = torch._C._len_torch_dispatch_stack()
+    proton.start(str(tmp_path / "p"), backend="fake", hook="torch")
+    assert torch._C._len_torch_dispatch_stack() == depth + 1
+    assert torch_ops.module_pre_hook in nn_module._global_forward_pre_hooks.values()
+    proton.finalize()
+    assert torch._C._len_torch_dispatch_stack() == depth
+    assert torch_ops.module_pre_hook not in nn_module._global_forward_pre_hooks.values()
+    assert torch_ops.module_post_hook not in nn_module._global_forward_hooks.values()
+    torch.mm(torch.ones(2, 2), torch.ones(2, 2))  # no session: runs plainly
+    assert THREAD.stack == []
+
+
+def test_deactivated_session_opens_no_scopes(tmp_path, fake):
+    sid = proton.start(str(tmp_path / "p"), backend="fake", hook="torch")
+    proton.deactivate(sid)
+    seen = []
+
+    class Probe(torch.nn.Module):
+        def forward(self, x):
+            seen.append(list(THREAD.stack))
+            return x * 2
+
+    Probe()(torch.ones(2))
+    assert seen == [[]]
+    proton.finalize()
+
+
+def test_mode_left_open_by_user_is_disabled_not_an_error(tmp_path, fake):
+    proton.start(str(tmp_path / "p"), backend="fake", hook="torch")
+    user_mode = KernelEmulator(fake)
+    user_mode.__enter__()
+    try:
+        proton.finalize()  # our mode is not on top: disabled in place
+        with proton.scope("after"):
+            pass
+        proton.start(str(tmp_path / "q"), backend="fake")
+        torch.mm(torch.ones(2, 2), torch.ones(2, 2))
+        proton.finalize()
+        assert names(load(tmp_path / "q.hatchet")[0]) == ["cpu_mm"]  # no aten scope from the stale mode
+    finally:
+        user_mode.__exit__(None, None, None)
+
+
+def test_two_sessions_share_one_mode(tmp_path, fake):
+    depth = torch._C._len_torch_dispatch_stack()
+    a = proton.start(str(tmp_path / "a"), backend="fake", hook="torch")
+    b = proton.start(str(tmp_path / "b"), backend="fake", hook="torch")
+    assert torch._C._len_torch_dispatch_stack() == depth + 1
+    proton.finalize(a)
+    assert torch._C._len_torch_dispatch_stack() == depth + 1
+    proton.finalize(b)
+    assert torch._C._len_torch_dispatch_stack() == depth
+
+
+def test_missing_torch_is_a_one_line_error(tmp_path, fake, monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "torch", None)
+    with pytest.raises(proton.ProtonError, match="needs PyTorch: pip install torch"):
+        proton.start(str(tmp_path / "p"), backend="fake", hook="torch")

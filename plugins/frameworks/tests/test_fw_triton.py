@@ -1,0 +1,283 @@
+"""hook="triton": launch_metadata renames kernels and adds metrics; hooks chain and restore."""
+
+import sys
+import types
+
+import pytest
+
+import proton_core as proton
+from fwtest import load, names, node
+from proton_core.context import THREAD
+from proton_frameworks import triton_hook
+from proton_frameworks.triton_hook import launch_enter, launch_exit
+
+
+class LazyDict:
+    """Triton's LazyDict contract: ``data`` (Triton's keys), ``extras`` evaluated by ``get()``."""
+
+    def __init__(self, data):
+        self.data, self.extras = data, []
+
+    def get(self):
+        for func, args in self.extras:
+            self.data = self.data | func(*args)
+        self.extras.clear()
+        return self.data
+
+    def add(self, func, args):
+        self.extras.append((func, args))
+
+
+class HookChain:
+    """Triton 3.6's knobs.runtime.launch_*_hook."""
+
+    def __init__(self, reversed=False):
+        self.calls, self.reversed = [], reversed
+
+    def add(self, f):
+        if f not in self.calls:
+            self.calls.append(f)
+
+    def remove(self, f):
+        if f in self.calls:
+            self.calls.remove(f)
+
+    def __call__(self, *a):
+        for f in (reversed(self.calls) if self.reversed else self.calls):
+            f(*a)
+
+
+def matmul_metadata(grid, metadata, args):
+    m, n, k = args["M"], args["N"], args["K"]
+    return {"name": f"matmul_{m}x{n}x{k}", "flops16": 2 * m * n * k, "bytes": 2 * (m * k + k * n + m * n)}
+
+
+def meta_for(kernel, fn=None, args=None):
+    """What CompiledKernel.launch_metadata builds for one launch."""
+    lazy = LazyDict({"name": kernel, "function": 1234, "stream": 0})
+    if fn is not None:
+        lazy.add(fn, ((1, 1, 1), {"num_warps": 4}, args or {}))
+    return lazy
+
+
+def launch(fake, kernel, fn=None, args=None, ns=100, enter=launch_enter, leave=launch_exit):
+    """One Triton launch: enter hook, the kernel (fake backend), exit hook."""
+    meta = meta_for(kernel, fn, args)
+    enter(meta)
+    fake.launch(kernel, ns)
+    leave(meta)
+
+
+@pytest.fixture
+def fake_triton(monkeypatch):
+    """A Triton 3.6-shaped module (knobs.runtime HookChains) in place of any real one."""
+    runtime = types.SimpleNamespace(launch_enter_hook=HookChain(), launch_exit_hook=HookChain(reversed=True))
+    knobs = types.ModuleType("triton.knobs")
+    knobs.runtime = runtime
+    triton = types.ModuleType("triton")
+    triton.__version__ = "3.6.0"
+    triton.knobs = knobs
+    monkeypatch.setitem(sys.modules, "triton", triton)
+    monkeypatch.setitem(sys.modules, "triton.knobs", knobs)
+    return runtime
+
+
+def test_launch_metadata_renames_and_sums_metrics(tmp_path, fake, fake_triton):
+    proton.start(str(tmp_path / "p"), backend="fake", hook="triton")
+    args = {"M": 64, "N": 32, "K": 16}
+    with proton.scope("step"):
+        for _ in range(3):
+            launch(fake, "matmul_kernel", matmul_metadata, args, ns=100)
+    proton.finalize()
+    root, _ = load(tmp_path / "p.hatchet")
+    step = node(root, "step")
+    assert names(step) == ["matmul_64x32x16"]  # renamed: no node keeps the raw kernel name
+    m = step["children"][0]["metrics"]
+    assert m["count"] == 3 and m["time (ns)"] == 300
+    assert m["flops16"] == 3 * 2 * 64 * 32 * 16
+    assert m["bytes"] == 3 * 2 * (64 * 16 + 16 * 32 + 64 * 32)
+
+
+def test_different_metadata_names_split_nodes(tmp_path, fake, fake_triton):
+    proton.start(str(tmp_path / "p"), backend="fake", hook="triton")
+    launch(fake, "matmul_kernel", matmul_metadata, {"M": 8, "N": 8, "K": 8})
+    launch(fake, "matmul_kernel", matmul_metadata, {"M": 16, "N": 8, "K": 8})
+    launch(fake, "matmul_kernel", matmul_metadata, {"M": 16, "N": 8, "K": 8})
+    proton.finalize()
+    root, _ = load(tmp_path / "p.hatchet")
+    assert node(root, "matmul_8x8x8")["metrics"]["flops16"] == 2 * 8 * 8 * 8
+    big = node(root, "matmul_16x8x8")["metrics"]
+    assert (big["count"], big["flops16"]) == (2, 2 * 2 * 16 * 8 * 8)
+
+
+def test_other_numeric_keys_become_metrics_and_others_are_ignored(tmp_path, fake, fake_triton):
+    def fn(grid, metadata, args):
+        return {"name": "k", "flops8": 5, "flops32": 2.5, "flops64": 1, "my_counter": 7, "note": "text",
+                "flag": True, "missing": None}
+
+    proton.start(str(tmp_path / "p"), backend="fake", hook="triton")
+    launch(fake, "raw", fn)
+    launch(fake, "raw", fn)
+    proton.finalize()
+    m = node(load(tmp_path / "p.hatchet")[0], "k")["metrics"]
+    assert (m["flops8"], m["flops32"], m["flops64"], m["my_counter"]) == (10, 5.0, 2, 14)
+    assert not {"note", "flag", "missing", "function", "stream"} & set(m)
+
+
+def test_kernels_without_metadata_and_non_triton_kernels_are_untouched(tmp_path, fake, fake_triton):
+    proton.start(str(tmp_path / "p"), backend="fake", hook="triton")
+    launch(fake, "plain_triton_kernel")  # no launch_metadata function
+    launch(fake, "matmul_kernel", matmul_metadata, {"M": 2, "N": 2, "K": 2})
+    fake.launch("cublas_gemm", 10)  # not launched by Triton: after the exit hook
+    assert THREAD.op is None
+    proton.finalize()
+    root, _ = load(tmp_path / "p.hatchet")
+    assert sorted(names(root)) == ["cublas_gemm", "matmul_2x2x2", "plain_triton_kernel"]
+    assert "flops16" not in node(root, "cublas_gemm")["metrics"]
+
+
+def test_metadata_already_evaluated_by_another_hook_still_counts(tmp_path, fake, fake_triton):
+    proton.start(str(tmp_path / "p"), backend="fake", hook="triton")
+    meta = meta_for("matmul_kernel", matmul_metadata, {"M": 4, "N": 4, "K": 4})
+    meta.get()  # another tool's hook ran first and emptied extras
+    launch_enter(meta)
+    fake.launch("matmul_kernel")
+    launch_exit(meta)
+    proton.finalize()
+    assert node(load(tmp_path / "p.hatchet")[0], "matmul_4x4x4")["metrics"]["flops16"] == 128
+
+
+def test_no_metadata_evaluated_while_no_session_is_active(tmp_path, fake, fake_triton):
+    calls = []
+
+    def fn(grid, metadata, args):
+        calls.append(1)
+        return {"name": "k", "flops16": 1}
+
+    sid = proton.start(str(tmp_path / "p"), backend="fake", hook="triton")
+    proton.deactivate(sid)
+    launch(fake, "raw", fn)
+    assert calls == []
+    proton.activate(sid)
+    launch(fake, "raw", fn)
+    assert calls == [1]
+    proton.finalize()
+
+
+def test_bad_metadata_raises_one_line_error_naming_the_kernel(tmp_path, fake, fake_triton):
+    proton.start(str(tmp_path / "p"), backend="fake", hook="triton")
+    bad = meta_for("k", lambda g, m, a: {"name": "gemm", "flops16": -1})
+    with pytest.raises(proton.ProtonError, match=r"launch_metadata of Triton kernel 'gemm'.*negative") as exc:
+        launch_enter(bad)
+    assert "\n" not in str(exc.value)
+    assert THREAD.op is None
+    with pytest.raises(proton.ProtonError, match="'count'.*reserved"):
+        launch_enter(meta_for("k", lambda g, m, a: {"name": "gemm", "count": 3}))
+
+
+def test_hookchain_install_keeps_user_hooks_and_removes_ours(tmp_path, fake, fake_triton):
+    seen = []
+    user_enter = lambda meta: seen.append(("enter", meta.data["name"]))  # noqa: E731
+    user_exit = lambda meta: seen.append(("exit", meta.data["name"]))  # noqa: E731
+    fake_triton.launch_enter_hook.add(user_enter)
+    fake_triton.launch_exit_hook.add(user_exit)
+    a = proton.start(str(tmp_path / "a"), backend="fake", hook="triton")
+    b = proton.start(str(tmp_path / "b"), backend="fake", hook="triton")
+    assert fake_triton.launch_enter_hook.calls == [user_enter, launch_enter]  # added once for two sessions
+    launch(fake, "matmul_kernel", matmul_metadata, {"M": 2, "N": 2, "K": 1},
+           enter=fake_triton.launch_enter_hook, leave=fake_triton.launch_exit_hook)
+    proton.finalize(a)
+    assert launch_enter in fake_triton.launch_enter_hook.calls  # b still needs it
+    proton.finalize(b)
+    assert fake_triton.launch_enter_hook.calls == [user_enter]
+    assert fake_triton.launch_exit_hook.calls == [user_exit]
+    assert seen == [("enter", "matmul_kernel"), ("exit", "matmul_2x2x1")]
+    for name in ("a", "b"):
+        assert node(load(tmp_path / f"{name}.hatchet")[0], "matmul_2x2x1")["metrics"]["flops16"] == 8
+
+
+def _old_triton(monkeypatch, version, owner_kind):
+    triton = types.ModuleType("triton")
+    triton.__version__ = version
+    monkeypatch.setitem(sys.modules, "triton", triton)
+    compiler = types.ModuleType("triton.compiler.compiler")
+    monkeypatch.setitem(sys.modules, "triton.compiler", types.ModuleType("triton.compiler"))
+    monkeypatch.setitem(sys.modules, "triton.compiler.compiler", compiler)
+    if owner_kind == "knobs":  # 3.3-3.5: a single callable (or None) in knobs.runtime
+        knobs = types.ModuleType("triton.knobs")
+        knobs.runtime = types.SimpleNamespace(launch_enter_hook=None, launch_exit_hook=None)
+        monkeypatch.setitem(sys.modules, "triton.knobs", knobs)
+        return knobs.runtime
+    monkeypatch.setitem(sys.modules, "triton.knobs", None)
+    kernel = type("CompiledKernel", (), {})
+    if owner_kind == "class":  # 3.0-3.2: class attributes of CompiledKernel
+        kernel.launch_enter_hook = None
+        kernel.launch_exit_hook = None
+        compiler.LazyDict = LazyDict
+    compiler.CompiledKernel = kernel
+    return kernel
+
+
+@pytest.mark.parametrize("kind", ["knobs", "class"])
+def test_single_callable_slots_chain_user_hook_and_restore_it(tmp_path, fake, monkeypatch, kind):
+    owner = _old_triton(monkeypatch, "3.3.1" if kind == "knobs" else "3.1.0", kind)
+    seen = []
+    user_enter = lambda meta: seen.append(("user_enter", THREAD.op))  # noqa: E731
+    user_exit = lambda meta: seen.append(("user_exit", THREAD.op))  # noqa: E731
+    owner.launch_enter_hook, owner.launch_exit_hook = user_enter, user_exit
+    proton.start(str(tmp_path / "p"), backend="fake", hook="triton")
+    assert owner.launch_enter_hook is not user_enter
+    launch(fake, "mm", matmul_metadata, {"M": 1, "N": 1, "K": 1},
+           enter=owner.launch_enter_hook, leave=owner.launch_exit_hook)
+    proton.finalize()
+    # theirs runs outside ours: before our enter, after our exit
+    assert seen == [("user_enter", None), ("user_exit", None)]
+    assert owner.launch_enter_hook is user_enter and owner.launch_exit_hook is user_exit
+    assert names(load(tmp_path / "p.hatchet")[0]) == ["matmul_1x1x1"]
+
+
+def test_empty_single_slot_is_set_and_cleared(tmp_path, fake, monkeypatch):
+    owner = _old_triton(monkeypatch, "3.4.0", "knobs")
+    proton.start(str(tmp_path / "p"), backend="fake", hook="triton")
+    assert owner.launch_enter_hook is launch_enter and owner.launch_exit_hook is launch_exit
+    proton.finalize()
+    assert owner.launch_enter_hook is None and owner.launch_exit_hook is None
+
+
+def test_unsupported_triton_is_a_one_line_error_and_leaves_no_session(tmp_path, fake, monkeypatch):
+    _old_triton(monkeypatch, "2.1.0", "none")
+    with pytest.raises(proton.ProtonError, match=r"needs Triton 3\.0 or newer.*triton 2\.1\.0") as exc:
+        proton.start(str(tmp_path / "p"), backend="fake", hook="triton")
+    assert "\n" not in str(exc.value)
+    from proton_core.session import MANAGER
+    assert not MANAGER.sessions
+    assert triton_hook.TritonSource._users == 0
+
+
+def test_missing_triton_is_a_one_line_error(tmp_path, fake, monkeypatch):
+    monkeypatch.setitem(sys.modules, "triton", None)
+    with pytest.raises(proton.ProtonError, match="needs Triton: pip install triton"):
+        proton.start(str(tmp_path / "p"), backend="fake", hook="triton")
+
+
+def test_real_triton_hookchain_and_lazydict(tmp_path, fake):
+    """With Triton installed, its own knobs and LazyDict work with our hooks."""
+    pytest.importorskip("triton")
+    from triton import knobs
+    from triton.compiler.compiler import LazyDict as RealLazyDict
+
+    if not hasattr(knobs.runtime.launch_enter_hook, "calls"):
+        pytest.skip("this Triton has single-callable hooks (covered with stand-ins above)")
+    before = list(knobs.runtime.launch_enter_hook.calls)
+    proton.start(str(tmp_path / "p"), backend="fake", hook="triton")
+    assert launch_enter in knobs.runtime.launch_enter_hook.calls
+    for _ in range(2):
+        meta = RealLazyDict({"name": "matmul_kernel", "function": 0, "stream": 0})
+        meta.add(matmul_metadata, ((4, 1, 1), None, {"M": 32, "N": 32, "K": 32}))
+        knobs.runtime.launch_enter_hook(meta)
+        fake.launch("matmul_kernel", 50)
+        knobs.runtime.launch_exit_hook(meta)
+    proton.finalize()
+    assert knobs.runtime.launch_enter_hook.calls == before
+    m = node(load(tmp_path / "p.hatchet")[0], "matmul_32x32x32")["metrics"]
+    assert (m["count"], m["flops16"]) == (2, 2 * 2 * 32 ** 3)

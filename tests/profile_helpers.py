@@ -1,0 +1,17 @@
+"""Reading written profiles in tests."""
+
+import json
+
+
+def load(path):
+    with open(path) as f:
+        return json.load(f)
+
+
+def node(literal, *names):
+    """Follow child names from a hatchet literal node."""
+    for name in names:
+        matches = [c for c in literal["children"] if c["frame"]["name"] == name]
+        assert matches, f"no child {name!r} under {literal['frame']['name']!r}: {[c['frame']['name'] for c in literal['children']]}"
+        literal = matches[0]
+    return literal
