@@ -1,0 +1,321 @@
+// CUPTI subscription, launch/resource callbacks and activity buffers.
+// Everything CUPTI hands us goes straight into the Recorder.
+#include "profiler.h"
+
+#include <cupti.h>
+#include <dlfcn.h>
+#include <sys/mman.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <stdexcept>
+
+#include "recorder.h"
+
+namespace proton_cupti {
+
+namespace {
+
+// CUDA 12's libcupti fills CUpti_ActivityKernel9, CUDA 13's CUpti_ActivityKernel10;
+// the fields read here sit at the same offsets in both (checked below).
+#if defined(CUPTI_API_VERSION) && CUPTI_API_VERSION >= 130000
+using KernelRecord = CUpti_ActivityKernel10;
+#else
+using KernelRecord = CUpti_ActivityKernel9;
+#endif
+static_assert(offsetof(KernelRecord, correlationId) == 92, "kernel record layout changed");
+static_assert(offsetof(KernelRecord, graphNodeId) == 144, "kernel record layout changed");
+
+#define CUPTI_FUNCS(X)                           \
+  X(cuptiSubscribe)                              \
+  X(cuptiUnsubscribe)                            \
+  X(cuptiEnableCallback)                         \
+  X(cuptiActivityEnable)                         \
+  X(cuptiActivityDisable)                        \
+  X(cuptiActivityRegisterCallbacks)              \
+  X(cuptiActivityGetNextRecord)                  \
+  X(cuptiActivityGetNumDroppedRecords)           \
+  X(cuptiActivityFlushAll)                       \
+  X(cuptiGetGraphNodeId)                         \
+  X(cuptiGetResultString)
+
+struct CuptiApi {
+  void* handle = nullptr;
+  std::string path;
+#define DECLARE(name) decltype(&::name) name = nullptr;
+  CUPTI_FUNCS(DECLARE)
+#undef DECLARE
+  decltype(&::cuptiActivityRegisterTimestampCallback) cuptiActivityRegisterTimestampCallback = nullptr;  // optional
+};
+CuptiApi api;
+
+struct DriverApi {
+  bool tried = false;
+  void* handle = nullptr;
+  CUresult (*cuInit)(unsigned) = nullptr;
+  CUresult (*cuDeviceGet)(CUdevice*, int) = nullptr;
+  CUresult (*cuDeviceGetAttribute)(int*, CUdevice_attribute, CUdevice) = nullptr;
+  CUresult (*cuCtxGetCurrent)(CUcontext*) = nullptr;
+  CUresult (*cuCtxSynchronize)() = nullptr;
+};
+DriverApi drv;
+std::mutex drv_mu;
+
+DriverApi& driver() {
+  std::lock_guard<std::mutex> g(drv_mu);
+  if (!drv.tried) {
+    drv.tried = true;
+    drv.handle = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (drv.handle != nullptr) {
+      drv.cuInit = reinterpret_cast<decltype(drv.cuInit)>(dlsym(drv.handle, "cuInit"));
+      drv.cuDeviceGet = reinterpret_cast<decltype(drv.cuDeviceGet)>(dlsym(drv.handle, "cuDeviceGet"));
+      drv.cuDeviceGetAttribute =
+          reinterpret_cast<decltype(drv.cuDeviceGetAttribute)>(dlsym(drv.handle, "cuDeviceGetAttribute"));
+      drv.cuCtxGetCurrent = reinterpret_cast<decltype(drv.cuCtxGetCurrent)>(dlsym(drv.handle, "cuCtxGetCurrent"));
+      drv.cuCtxSynchronize =
+          reinterpret_cast<decltype(drv.cuCtxSynchronize)>(dlsym(drv.handle, "cuCtxSynchronize"));
+    }
+  }
+  return drv;
+}
+
+std::string result_text(CUptiResult r) {
+  const char* s = nullptr;
+  if (api.cuptiGetResultString != nullptr) api.cuptiGetResultString(r, &s);
+  return s ? std::string(s) : "CUPTI error " + std::to_string(int(r));
+}
+
+void check(CUptiResult r, const char* what) {
+  if (r != CUPTI_SUCCESS) throw std::runtime_error(std::string(what) + " failed: " + result_text(r));
+}
+
+// ------------------------------------------------------------- buffers ----
+// Completed buffers are recycled; beyond a small pool they are unmapped, so
+// memory goes back to the system when CUPTI had many buffers in flight (mmap,
+// not malloc: glibc would keep freed 8 MiB blocks in its heap).
+constexpr size_t kBufferSize = 8u << 20;
+constexpr size_t kPoolMax = 2;
+std::mutex pool_mu;
+std::vector<uint8_t*> pool;
+
+void CUPTIAPI buffer_requested(uint8_t** buffer, size_t* size, size_t* max_records) {
+  uint8_t* b = nullptr;
+  {
+    std::lock_guard<std::mutex> g(pool_mu);
+    if (!pool.empty()) {
+      b = pool.back();
+      pool.pop_back();
+    }
+  }
+  if (b == nullptr) {
+    void* p = mmap(nullptr, kBufferSize, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    b = p == MAP_FAILED ? nullptr : static_cast<uint8_t*>(p);
+  }
+  *buffer = b;
+  *size = b ? kBufferSize : 0;  // 0: CUPTI drops records and counts them
+  *max_records = 0;
+}
+
+void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t* buffer, size_t, size_t valid) {
+  Recorder& rec = recorder();
+  CUpti_Activity* record = nullptr;
+  while (api.cuptiActivityGetNextRecord(buffer, valid, &record) == CUPTI_SUCCESS) {
+    if (record->kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL || record->kind == CUPTI_ACTIVITY_KIND_KERNEL) {
+      auto* k = reinterpret_cast<KernelRecord*>(record);
+      rec.on_kernel(k->correlationId, k->name, k->deviceId, k->streamId, k->start, k->end, k->graphNodeId);
+    }
+  }
+  size_t dropped = 0;
+  if (api.cuptiActivityGetNumDroppedRecords(ctx, stream, &dropped) == CUPTI_SUCCESS && dropped)
+    rec.add_dropped(dropped);
+  if (buffer == nullptr) return;
+  std::lock_guard<std::mutex> g(pool_mu);
+  if (pool.size() < kPoolMax)
+    pool.push_back(buffer);
+  else
+    munmap(buffer, kBufferSize);
+}
+
+uint64_t CUPTIAPI timestamp() { return monotonic_ns(); }
+
+// ----------------------------------------------------------- callbacks ----
+const CUpti_CallbackId kLaunchCbids[] = {
+    CUPTI_DRIVER_TRACE_CBID_cuLaunch,
+    CUPTI_DRIVER_TRACE_CBID_cuLaunchGrid,
+    CUPTI_DRIVER_TRACE_CBID_cuLaunchGridAsync,
+    CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel,
+    CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz,
+    CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx,
+    CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz,
+    CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel,
+    CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz,
+    CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernelMultiDevice,
+    CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch,
+    CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz,
+};
+
+void CUPTIAPI on_callback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* data) {
+  if (domain == CUPTI_CB_DOMAIN_DRIVER_API) {
+    auto* cb = static_cast<const CUpti_CallbackData*>(data);
+    if (cb->callbackSite == CUPTI_API_ENTER) recorder().on_launch(cb->correlationId);
+    return;
+  }
+  if (domain == CUPTI_CB_DOMAIN_RESOURCE) {
+    auto* res = static_cast<const CUpti_ResourceData*>(data);
+    auto* graph = static_cast<const CUpti_GraphData*>(res->resourceDescriptor);
+    if (graph == nullptr || graph->node == nullptr) return;
+    uint64_t id = 0;
+    if (api.cuptiGetGraphNodeId(graph->node, &id) != CUPTI_SUCCESS) return;
+    if (cbid == CUPTI_CBID_RESOURCE_GRAPHNODE_CREATED) {
+      recorder().on_graph_node_created(id);
+    } else if (cbid == CUPTI_CBID_RESOURCE_GRAPHNODE_CLONED && graph->originalNode != nullptr) {
+      uint64_t original = 0;
+      if (api.cuptiGetGraphNodeId(graph->originalNode, &original) == CUPTI_SUCCESS)
+        recorder().on_graph_node_cloned(id, original);
+    }
+  }
+}
+
+CUpti_SubscriberHandle subscriber = nullptr;
+bool activity_on = false;
+std::mutex state_mu;
+
+}  // namespace
+
+std::string load_cupti(const std::string& path) {
+  if (api.handle != nullptr) return "";
+  void* h = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (h == nullptr) {
+    const char* e = dlerror();
+    return e ? e : "dlopen failed";
+  }
+  CuptiApi loaded;
+  loaded.handle = h;
+  loaded.path = path;
+#define RESOLVE(name)                                                     \
+  loaded.name = reinterpret_cast<decltype(loaded.name)>(dlsym(h, #name)); \
+  if (loaded.name == nullptr) {                                           \
+    dlclose(h);                                                           \
+    return "symbol " #name " missing";                                    \
+  }
+  CUPTI_FUNCS(RESOLVE)
+#undef RESOLVE
+  loaded.cuptiActivityRegisterTimestampCallback = reinterpret_cast<decltype(loaded.cuptiActivityRegisterTimestampCallback)>(
+      dlsym(h, "cuptiActivityRegisterTimestampCallback"));
+  Dl_info info;
+  if (dladdr(reinterpret_cast<void*>(loaded.cuptiSubscribe), &info) && info.dli_fname) loaded.path = info.dli_fname;
+  api = loaded;
+  return "";
+}
+
+std::string cupti_path() { return api.path; }
+
+void start_profiling() {
+  std::lock_guard<std::mutex> g(state_mu);
+  if (api.handle == nullptr) throw std::runtime_error("libcupti is not loaded");
+  if (subscriber != nullptr) return;
+  // CUPTI accepts the timestamp callback only before activity is first enabled.
+  if (api.cuptiActivityRegisterTimestampCallback != nullptr)
+    api.cuptiActivityRegisterTimestampCallback(timestamp);
+  check(api.cuptiSubscribe(&subscriber, reinterpret_cast<CUpti_CallbackFunc>(on_callback), nullptr),
+        "cuptiSubscribe");
+  try {
+    for (CUpti_CallbackId cbid : kLaunchCbids)
+      api.cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_DRIVER_API, cbid);  // absent ids just fail
+    check(api.cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_GRAPHNODE_CREATED),
+          "enabling graph node callbacks");
+    check(api.cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_GRAPHNODE_CLONED),
+          "enabling graph node callbacks");
+    check(api.cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed), "cuptiActivityRegisterCallbacks");
+    check(api.cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL), "enabling kernel activity");
+    activity_on = true;
+  } catch (...) {
+    api.cuptiUnsubscribe(subscriber);
+    subscriber = nullptr;
+    throw;
+  }
+}
+
+void stop_profiling() {
+  std::lock_guard<std::mutex> g(state_mu);
+  if (subscriber == nullptr) return;
+  api.cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+  if (activity_on) api.cuptiActivityDisable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
+  activity_on = false;
+  api.cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+  api.cuptiUnsubscribe(subscriber);
+  subscriber = nullptr;
+}
+
+void flush_activity() {
+  std::lock_guard<std::mutex> g(state_mu);
+  if (subscriber == nullptr) return;
+  DriverApi& d = driver();
+  CUcontext ctx = nullptr;
+  if (d.cuCtxGetCurrent && d.cuCtxSynchronize && d.cuCtxGetCurrent(&ctx) == CUDA_SUCCESS && ctx != nullptr)
+    d.cuCtxSynchronize();  // kernels still running have no record yet
+  api.cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+}
+
+// A PTX kernel that does nothing, launched in a tight driver-API loop: the
+// fastest way to push millions of launches through the callbacks in tests.
+const char kNoopPtx[] =
+    ".version 7.0\n.target sm_70\n.address_size 64\n"
+    ".visible .entry proton_noop()\n{\n  ret;\n}\n";
+
+std::string launch_noop_loop(uint64_t n) {
+  void* h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (h == nullptr) return "libcuda.so.1 cannot be loaded";
+  auto sym = [&](const char* name) { return dlsym(h, name); };
+  auto cuInit = reinterpret_cast<CUresult (*)(unsigned)>(sym("cuInit"));
+  auto cuCtxGetCurrent = reinterpret_cast<CUresult (*)(CUcontext*)>(sym("cuCtxGetCurrent"));
+  auto cuCtxSetCurrent = reinterpret_cast<CUresult (*)(CUcontext)>(sym("cuCtxSetCurrent"));
+  auto cuDevicePrimaryCtxRetain = reinterpret_cast<CUresult (*)(CUcontext*, CUdevice)>(sym("cuDevicePrimaryCtxRetain"));
+  auto cuModuleLoadData = reinterpret_cast<CUresult (*)(CUmodule*, const void*)>(sym("cuModuleLoadData"));
+  auto cuModuleGetFunction =
+      reinterpret_cast<CUresult (*)(CUfunction*, CUmodule, const char*)>(sym("cuModuleGetFunction"));
+  auto cuLaunchKernel = reinterpret_cast<CUresult (*)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned,
+                                                      unsigned, unsigned, CUstream, void**, void**)>(
+      sym("cuLaunchKernel"));
+  auto cuCtxSynchronize = reinterpret_cast<CUresult (*)()>(sym("cuCtxSynchronize"));
+  if (!cuInit || !cuLaunchKernel || cuInit(0) != CUDA_SUCCESS) return "cuInit failed";
+  CUcontext ctx = nullptr;
+  cuCtxGetCurrent(&ctx);
+  if (ctx == nullptr) {
+    if (cuDevicePrimaryCtxRetain(&ctx, 0) != CUDA_SUCCESS || cuCtxSetCurrent(ctx) != CUDA_SUCCESS)
+      return "no CUDA context";
+  }
+  static CUfunction fn = nullptr;
+  if (fn == nullptr) {
+    CUmodule mod;
+    if (cuModuleLoadData(&mod, kNoopPtx) != CUDA_SUCCESS) return "cuModuleLoadData failed";
+    if (cuModuleGetFunction(&fn, mod, "proton_noop") != CUDA_SUCCESS) return "cuModuleGetFunction failed";
+  }
+  for (uint64_t i = 0; i < n; ++i)
+    if (cuLaunchKernel(fn, 1, 1, 1, 1, 1, 1, 0, nullptr, nullptr, nullptr) != CUDA_SUCCESS)
+      return "cuLaunchKernel failed at launch " + std::to_string(i);
+  cuCtxSynchronize();
+  return "";
+}
+
+std::map<std::string, std::string> device_info(uint32_t ordinal) {
+  std::map<std::string, std::string> out;
+  DriverApi& d = driver();
+  if (!d.cuInit || !d.cuDeviceGet || !d.cuDeviceGetAttribute || d.cuInit(0) != CUDA_SUCCESS) return out;
+  CUdevice dev;
+  if (d.cuDeviceGet(&dev, int(ordinal)) != CUDA_SUCCESS) return out;
+  auto attr = [&](CUdevice_attribute a) {
+    int v = 0;
+    return d.cuDeviceGetAttribute(&v, a, dev) == CUDA_SUCCESS ? v : 0;
+  };
+  out["arch"] = std::to_string(attr(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)) +
+                std::to_string(attr(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR));
+  out["num_sms"] = std::to_string(attr(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT));
+  out["clock_rate"] = std::to_string(attr(CU_DEVICE_ATTRIBUTE_CLOCK_RATE));
+  out["memory_clock_rate"] = std::to_string(attr(CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE));
+  out["bus_width"] = std::to_string(attr(CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH));
+  return out;
+}
+
+}  // namespace proton_cupti

@@ -1,0 +1,35 @@
+// CUPTI and the CUDA driver, both loaded with dlopen at run time (never
+// linked), so one build serves libcupti from CUDA 12 and 13.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace proton_cupti {
+
+// Loads libcupti from `path` (a file name, or a soname for the loader path).
+// Returns "" on success, else why it failed.  Loading twice is a no-op.
+std::string load_cupti(const std::string& path);
+std::string cupti_path();  // what was loaded, "" if nothing
+
+// Subscribe to launch and graph callbacks and enable kernel activity.
+// Throws std::runtime_error with CUPTI's message on failure.
+void start_profiling();
+// Flush outstanding records, disable activity, unsubscribe.
+void stop_profiling();
+// Wait for the current context's kernels, then make CUPTI hand over every
+// buffer (records land in the Recorder).  Safe when nothing was started.
+void flush_activity();
+
+// {arch, num_sms, clock_rate, memory_clock_rate, bus_width} of a device
+// ordinal through libcuda.so.1; empty when the driver cannot answer.
+std::map<std::string, std::string> device_info(uint32_t ordinal);
+
+// Test helper: launch an empty kernel `proton_noop` n times on the default
+// stream of the current (or device 0's primary) context, then synchronize.
+// Returns "" or what failed.
+std::string launch_noop_loop(uint64_t n);
+
+}  // namespace proton_cupti

@@ -1,0 +1,309 @@
+// Launch bookkeeping, the call-path trie and kernel aggregation (see recorder.h).
+#include "recorder.h"
+
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+
+namespace proton_cupti {
+
+namespace {
+
+// What the hot path needs about the calling thread, without any lookup.
+struct ThreadState {
+  uint64_t ctx = 0;          // core context id, from set_context
+  uint64_t cached_ctx = ~0ull;
+  uint32_t cached_node = 0;  // trie node of cached_ctx (python frames off)
+  uint32_t cached_gen = 0;   // trie generation the cache belongs to
+  uint32_t tid = 0;
+};
+thread_local ThreadState tls;
+
+uint32_t thread_id() {
+  if (tls.tid == 0) tls.tid = static_cast<uint32_t>(syscall(SYS_gettid));
+  return tls.tid;
+}
+
+constexpr int kMaxFrames = 512;
+
+std::string attr_utf8(PyObject* obj, const char* attr) {
+  std::string out;
+  PyObject* value = PyObject_GetAttrString(obj, attr);
+  if (value != nullptr && PyUnicode_Check(value)) {
+    const char* s = PyUnicode_AsUTF8(value);
+    if (s != nullptr) out = s;
+  }
+  Py_XDECREF(value);
+  if (PyErr_Occurred()) PyErr_Clear();
+  return out;
+}
+
+}  // namespace
+
+uint64_t monotonic_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
+}
+
+Recorder& recorder() {
+  static Recorder* instance = new Recorder();  // never destroyed: CUPTI may call back at exit
+  return *instance;
+}
+
+Recorder::Recorder() : slots_(new Slot[kSlots]) {
+  // Touch the table now so that its pages count before profiling, not during it.
+  for (uint32_t i = 0; i < kSlots; ++i) slots_[i].corr.store(0, std::memory_order_relaxed);
+}
+
+void Recorder::set_context(uint64_t ctx) { tls.ctx = ctx; }
+
+void Recorder::reset() {
+  std::lock_guard<std::mutex> t(trie_mu_);
+  std::lock_guard<std::mutex> g(graph_mu_);
+  std::lock_guard<std::mutex> a(agg_mu_);
+  nodes_.clear();
+  node_index_.clear();
+  nodes_exported_ = 0;
+  reroot_cache_.clear();
+  graph_nodes_.clear();
+  agg_.clear();
+  events_.clear();
+  devices_seen_.clear();
+  dropped_.store(0);
+  generation_.fetch_add(1, std::memory_order_acq_rel);  // invalidates every thread's cache
+  // Code objects stay referenced (releasing them needs the GIL; they are few).
+}
+
+void Recorder::configure(bool python_frames, bool trace, std::vector<std::string> internal_dirs,
+                         std::vector<std::string> internal_files) {
+  {
+    std::lock_guard<std::mutex> t(trie_mu_);
+    internal_dirs_ = std::move(internal_dirs);
+    internal_files_ = std::move(internal_files);
+    for (auto& c : codes_) c.internal = is_internal(attr_utf8(c.code, "co_filename"));
+  }
+  if (trace && !slot_times_) {
+    slot_times_.reset(new SlotTime[kSlots]);
+    std::atomic_thread_fence(std::memory_order_release);
+  }
+  trace_.store(trace, std::memory_order_release);
+  python_frames_.store(python_frames, std::memory_order_release);
+}
+
+bool Recorder::is_internal(const std::string& filename) const {
+  for (const auto& f : internal_files_)
+    if (filename == f) return true;
+  for (const auto& d : internal_dirs_)
+    if (filename.compare(0, d.size(), d) == 0) return true;
+  return false;
+}
+
+// ------------------------------------------------------------- launches ----
+void Recorder::record_launch(Slot& s, uint32_t corr, uint32_t epoch) {
+  uint32_t node = current_node();
+  // Seqlock-style: invalidate, write, publish; the reader re-checks corr.
+  s.corr.store(0, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
+  s.epoch.store(epoch, std::memory_order_relaxed);
+  s.node.store(node, std::memory_order_relaxed);
+  if (trace_.load(std::memory_order_relaxed)) {
+    s.tid.store(thread_id(), std::memory_order_relaxed);
+    slot_times_[corr & (kSlots - 1)].launch_ns.store(monotonic_ns(), std::memory_order_relaxed);
+  }
+  s.corr.store(corr, std::memory_order_release);
+}
+
+uint32_t Recorder::intern_locked(uint32_t parent, uint32_t kind, uint64_t value) {
+  NodeKey key{parent, kind, value};
+  auto it = node_index_.find(key);
+  if (it != node_index_.end()) return it->second;
+  nodes_.push_back(key);
+  uint32_t id = static_cast<uint32_t>(nodes_.size());
+  node_index_.emplace(key, id);
+  return id;
+}
+
+uint32_t Recorder::code_index_locked(PyObject* code) {
+  auto it = code_index_.find(code);
+  if (it != code_index_.end()) return it->second;
+  Py_INCREF(code);
+  uint32_t idx = static_cast<uint32_t>(codes_.size());
+  codes_.push_back(CodeInfo{code, is_internal(attr_utf8(code, "co_filename"))});
+  code_index_.emplace(code, idx);
+  return idx;
+}
+
+uint32_t Recorder::current_node() {
+  ThreadState& t = tls;
+  uint32_t gen = generation_.load(std::memory_order_acquire);
+  if (!python_frames_.load(std::memory_order_relaxed)) {
+    if (t.cached_gen == gen && t.cached_ctx == t.ctx) return t.cached_node;
+    std::lock_guard<std::mutex> g(trie_mu_);
+    uint32_t node = intern_locked(0, kNodeContext, t.ctx);
+    t.cached_gen = gen;
+    t.cached_ctx = t.ctx;
+    t.cached_node = node;
+    return node;
+  }
+  // Python frames: only when this thread holds the GIL (a launch from C++
+  // without it simply has no frames).
+  PyObject* codes[kMaxFrames];
+  int lines[kMaxFrames];
+  int n = 0;
+  // Frameworks (PyTorch) release the GIL around their C++ calls, so a launch
+  // from a Python thread often runs without it: take it back for the walk,
+  // as long as the thread is a Python thread at all.
+  bool held = Py_IsInitialized() && PyGILState_Check();
+  bool python_thread = held || (Py_IsInitialized() && PyGILState_GetThisThreadState() != nullptr);
+  PyGILState_STATE gil{};
+  if (python_thread && !held) gil = PyGILState_Ensure();
+  if (python_thread) {
+    PyThreadState* ts = PyGILState_GetThisThreadState();
+    PyFrameObject* f = ts ? PyThreadState_GetFrame(ts) : nullptr;
+    while (f != nullptr && n < kMaxFrames) {
+      codes[n] = reinterpret_cast<PyObject*>(PyFrame_GetCode(f));
+      lines[n] = PyFrame_GetLineNumber(f);
+      ++n;
+      PyFrameObject* back = PyFrame_GetBack(f);
+      Py_DECREF(f);
+      f = back;
+    }
+    Py_XDECREF(f);
+  }
+  uint32_t parent = 0;
+  {
+    std::lock_guard<std::mutex> g(trie_mu_);
+    for (int i = n - 1; i >= 0; --i) {  // outermost first
+      uint32_t idx = code_index_locked(codes[i]);
+      if (codes_[idx].internal) continue;
+      parent = intern_locked(parent, kNodeFrame, (uint64_t(idx) << 32) | uint32_t(lines[i]));
+    }
+    parent = intern_locked(parent, kNodeContext, t.ctx);
+  }
+  for (int i = 0; i < n; ++i) Py_DECREF(codes[i]);
+  if (python_thread && !held) PyGILState_Release(gil);
+  return parent;
+}
+
+// ----------------------------------------------------------- CUDA graphs ----
+void Recorder::on_graph_node_created(uint64_t node_id) {
+  if (epoch_.load(std::memory_order_acquire) == 0) return;  // captured while nobody profiled
+  uint32_t node = current_node();
+  std::lock_guard<std::mutex> g(graph_mu_);
+  graph_nodes_[node_id] = node;
+}
+
+void Recorder::on_graph_node_cloned(uint64_t node_id, uint64_t original_id) {
+  std::lock_guard<std::mutex> g(graph_mu_);
+  auto it = graph_nodes_.find(original_id);
+  if (it != graph_nodes_.end()) graph_nodes_[node_id] = it->second;
+}
+
+uint32_t Recorder::reroot(uint32_t launch_node, uint32_t captured_node) {
+  std::lock_guard<std::mutex> g(trie_mu_);
+  uint64_t key = (uint64_t(launch_node) << 32) | captured_node;
+  auto it = reroot_cache_.find(key);
+  if (it != reroot_cache_.end()) return it->second;
+  std::vector<NodeKey> chain;
+  for (uint32_t id = captured_node; id != 0; id = nodes_[id - 1].parent) chain.push_back(nodes_[id - 1]);
+  uint32_t node = intern_locked(launch_node, kNodeCapturedAt, 0);
+  for (auto it2 = chain.rbegin(); it2 != chain.rend(); ++it2) node = intern_locked(node, it2->kind, it2->value);
+  reroot_cache_.emplace(key, node);
+  return node;
+}
+
+// -------------------------------------------------------------- records ----
+uint32_t Recorder::name_id_locked(const char* name) {
+  if (name == nullptr) name = "<unknown kernel>";
+  auto it = name_index_.find(name);
+  if (it != name_index_.end()) return it->second;
+  uint32_t id = static_cast<uint32_t>(names_.size());
+  names_.emplace_back(name);
+  name_index_.emplace(names_.back(), id);
+  return id;
+}
+
+void Recorder::on_kernel(uint32_t corr, const char* name, uint32_t device, uint32_t stream, uint64_t start,
+                         uint64_t end, uint64_t graph_node_id) {
+  Slot& s = slots_[corr & (kSlots - 1)];
+  if (s.corr.load(std::memory_order_acquire) != corr) {  // launch never seen, or its slot reused
+    dropped_.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  uint32_t epoch = s.epoch.load(std::memory_order_relaxed);
+  uint32_t node = s.node.load(std::memory_order_relaxed);
+  uint32_t tid = s.tid.load(std::memory_order_relaxed);
+  bool trace = trace_.load(std::memory_order_acquire) && slot_times_;
+  uint64_t launch = trace ? slot_times_[corr & (kSlots - 1)].launch_ns.load(std::memory_order_relaxed) : 0;
+  std::atomic_thread_fence(std::memory_order_acquire);
+  if (s.corr.load(std::memory_order_relaxed) != corr) {
+    dropped_.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  if (epoch == 0) return;  // launched while no session was active
+  if (graph_node_id != 0) {
+    uint32_t captured = 0;
+    {
+      std::lock_guard<std::mutex> g(graph_mu_);
+      auto it = graph_nodes_.find(graph_node_id);
+      if (it != graph_nodes_.end()) captured = it->second;
+    }
+    if (captured != 0) node = reroot(node, captured);
+  }
+  std::lock_guard<std::mutex> a(agg_mu_);
+  uint32_t name_id = name_id_locked(name);
+  AggVal& v = agg_[AggKey{epoch, node, name_id, device}];
+  v.time_ns += end > start ? end - start : 0;
+  v.count += 1;
+  if (trace) events_.push_back(Event{epoch, node, name_id, device, stream, tid, start, end, launch});
+  if (std::find(devices_seen_.begin(), devices_seen_.end(), device) == devices_seen_.end())
+    devices_seen_.push_back(device);
+}
+
+// ---------------------------------------------------------------- flush ----
+Recorder::FlushOut Recorder::flush() {
+  FlushOut out;
+  std::unordered_map<AggKey, AggVal, AggKeyHash> agg;
+  std::vector<Event> events;
+  {
+    std::lock_guard<std::mutex> a(agg_mu_);
+    agg.swap(agg_);
+    events.swap(events_);
+    out.devices = devices_seen_;
+    out.records.reserve(agg.size());
+    for (const auto& kv : agg)
+      out.records.push_back(RecordOut{kv.first.epoch, kv.first.node, names_[kv.first.name], kv.first.device,
+                                      kv.second.time_ns, kv.second.count});
+    out.events.reserve(events.size());
+    for (const auto& e : events)
+      out.events.push_back(
+          EventOut{e.epoch, e.node, names_[e.name], e.device, e.stream, e.start, e.end, e.launch, e.tid});
+  }
+  out.dropped = dropped_.exchange(0, std::memory_order_relaxed);
+  std::lock_guard<std::mutex> t(trie_mu_);
+  for (size_t i = nodes_exported_; i < nodes_.size(); ++i) {
+    const NodeKey& k = nodes_[i];
+    NodeOut n{uint32_t(i + 1), k.parent, k.kind, 0, {}};
+    if (k.kind == kNodeContext) {
+      n.ctx = k.value;
+    } else if (k.kind == kNodeFrame) {
+      PyObject* code = codes_[k.value >> 32].code;
+      n.frame = attr_utf8(code, "co_filename") + ":" + attr_utf8(code, "co_name") + "@" +
+                std::to_string(uint32_t(k.value & 0xffffffffu));
+    }
+    out.nodes.push_back(std::move(n));
+  }
+  nodes_exported_ = nodes_.size();
+  return out;
+}
+
+size_t Recorder::node_count() {
+  std::lock_guard<std::mutex> t(trie_mu_);
+  return nodes_.size();
+}
+
+}  // namespace proton_cupti

@@ -1,0 +1,93 @@
+"""The ``cupti`` backend: a thin Python shell over the native recorder.
+
+Nothing here runs per kernel launch; the core calls these methods only when
+sessions start/stop, activation changes, a thread's scope changes
+(``set_context``) and at flush.
+"""
+
+from __future__ import annotations
+
+import os
+
+from proton_core import context as core_context
+from proton_core.backend import Backend, Batch
+from proton_core.errors import BackendUnavailable, ProtonError
+
+from . import libsearch
+
+core_context.register_internal_path(os.path.dirname(os.path.abspath(__file__)))
+
+
+def native():
+    """The extension module, or BackendUnavailable saying why it is missing."""
+    try:
+        from . import _cupti
+    except ImportError as exc:
+        raise BackendUnavailable(f"the proton-cupti extension is not built ({exc}); reinstall proton-cupti") from None
+    return _cupti
+
+
+def load_cupti() -> str:
+    """dlopen libcupti from the first place that works; returns the file loaded."""
+    mod = native()
+    if mod.cupti_path():
+        return mod.cupti_path()
+    errors = []
+    for candidate in libsearch.candidates():
+        error = mod.load_cupti(candidate)
+        if not error:
+            return mod.cupti_path() or candidate
+        if os.sep in candidate or os.environ.get(libsearch.ENV_VAR):
+            errors.append((candidate, error))
+    raise BackendUnavailable(libsearch.not_found_message(errors))
+
+
+class CuptiBackend(Backend):
+    device_type = "CUDA"
+
+    def __init__(self) -> None:
+        reason = libsearch.driver_reason()
+        if reason:
+            raise BackendUnavailable(reason)
+        self.native = native()
+        self.library = load_cupti()
+        self._devices: dict[str, dict] = {}
+        self._started = False
+
+    def start(self, mode):
+        try:
+            self.native.start()
+        except RuntimeError as exc:
+            raise ProtonError(f"cupti backend cannot start: {exc}") from None
+        self._started = True
+
+    def stop(self):
+        if self._started:
+            self.native.stop()
+            self._started = False
+
+    def configure(self, *, python_frames, trace):
+        dirs = [d for d in getattr(core_context, "_internal_dirs", [])]
+        files = sorted(getattr(core_context, "_internal_files", set()))
+        self.native.configure(bool(python_frames), bool(trace), dirs, files)
+
+    def set_epoch(self, epoch):
+        self.native.set_epoch(int(epoch))
+
+    def set_context(self, context_id):
+        self.native.set_context(int(context_id))
+
+    def flush(self):
+        nodes, records, events, dropped, devices = self.native.flush()
+        return batch_from(nodes, records, events, dropped, devices, self._devices, self.native.device_info)
+
+
+def batch_from(nodes, records, events, dropped, device_ids, cache, device_info) -> Batch:
+    """A core Batch from the native flush tuple; device info is read once per device."""
+    for dev in device_ids:
+        key = str(dev)
+        if key not in cache:
+            cache[key] = dict(device_info(dev))
+    devices = {"CUDA": {k: v for k, v in cache.items() if v}} if cache else {}
+    return Batch(nodes=list(nodes), records=list(records), events=list(events), dropped=int(dropped),
+                 devices=devices, device_type="CUDA")

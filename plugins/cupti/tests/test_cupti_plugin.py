@@ -1,0 +1,88 @@
+"""Registration, availability and the libcupti search, on a machine without a GPU."""
+
+import os
+import shutil
+
+import pytest
+
+from proton_core.errors import BackendUnavailable
+from proton_core.plugins import get_plugins
+from proton_cupti import libsearch, plugin
+
+CUPTI = next((c for c in libsearch.candidates() if os.sep in c), None)
+
+
+def test_registered_through_entry_point():
+    reg = get_plugins().backends.get("cupti")
+    assert reg is not None and reg.options["priority"] == 100 and reg.options["modes"] == ()
+    assert reg.options["available"] is plugin.available
+
+
+def test_available_gives_a_reason_without_driver(monkeypatch):
+    monkeypatch.setattr(libsearch, "driver_reason", lambda: "no NVIDIA driver (libcuda.so.1 cannot be loaded)")
+    assert plugin.available() == "no NVIDIA driver (libcuda.so.1 cannot be loaded)"
+
+
+def test_env_dir_and_file_come_first(tmp_path, monkeypatch):
+    lib = tmp_path / "libcupti.so.13"
+    lib.write_bytes(b"")
+    monkeypatch.setenv(libsearch.ENV_VAR, str(tmp_path))
+    assert libsearch.candidates()[0] == str(lib)
+    monkeypatch.setenv(libsearch.ENV_VAR, str(lib))
+    assert libsearch.candidates()[0] == str(lib)
+    assert libsearch.search_places()[0] == (f"${libsearch.ENV_VAR}", str(lib))
+
+
+def test_not_found_lists_every_place_and_the_variable(monkeypatch):
+    monkeypatch.setenv(libsearch.ENV_VAR, "/nowhere/cupti")
+    monkeypatch.setenv("CUDA_HOME", "/opt/no-cuda")
+    msg = libsearch.not_found_message()
+    for place in ("/nowhere/cupti", "nvidia/cuda_cupti/lib", "/opt/no-cuda/extras/CUPTI/lib64",
+                  "/usr/local/cuda/extras/CUPTI/lib64", "/usr/local/cuda/lib64", "dynamic loader"):
+        assert place in msg, place
+    assert libsearch.ENV_VAR in msg and "\n" not in msg
+
+
+@pytest.mark.skipif(CUPTI is None, reason="no libcupti on this machine to load")
+def test_native_loads_libcupti_from_env_path(tmp_path, monkeypatch):
+    pytest.importorskip("proton_cupti._cupti")
+    import subprocess
+    import sys
+
+    target = tmp_path / "lib"
+    target.mkdir()
+    shutil.copy(os.path.realpath(CUPTI), target / "libcupti.so.13")
+    code = ("from proton_cupti.backend import load_cupti; print(load_cupti())")
+    env = dict(os.environ, **{libsearch.ENV_VAR: str(target)})
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == str(target / "libcupti.so.13")
+
+
+def test_native_load_failure_lists_places(monkeypatch):
+    pytest.importorskip("proton_cupti._cupti")
+    from proton_cupti import backend
+
+    class NoLoad:
+        @staticmethod
+        def cupti_path():
+            return ""
+
+        @staticmethod
+        def load_cupti(path):
+            return f"{path}: cannot open shared object file"
+
+    monkeypatch.setattr(backend, "native", lambda: NoLoad)
+    monkeypatch.setenv(libsearch.ENV_VAR, "/nowhere")
+    with pytest.raises(BackendUnavailable) as info:
+        backend.load_cupti()
+    assert "/nowhere" in str(info.value) and libsearch.ENV_VAR in str(info.value)
+
+
+def test_start_with_cupti_without_driver_is_one_line_error(tmp_path, monkeypatch):
+    import proton_core as proton
+    from proton_core.errors import ProtonError
+
+    monkeypatch.setattr(libsearch, "driver_reason", lambda: "no NVIDIA driver (libcuda.so.1 cannot be loaded)")
+    with pytest.raises(ProtonError, match="cannot run here: no NVIDIA driver"):
+        proton.start(str(tmp_path / "p"), backend="cupti")

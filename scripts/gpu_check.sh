@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# The one script for the GPU machine: install this checkout there (no
+# internet: --no-build-isolation --no-deps, the machine already has the build
+# tools), run every `gpu` test, and with --bench the benchmarks.
+# Logs go to $OUT (the device tool's result folder) or ./gpu_out.
+#   bash scripts/gpu_check.sh [--bench] [extra pytest args...]
+set -uo pipefail
+cd "$(dirname "$0")/.."
+export PYTHONUNBUFFERED=1
+PY=${PYTHON:-python3}
+OUT=${OUT:-$PWD/gpu_out}
+mkdir -p "$OUT"
+BENCH=0
+args=()
+for a in "$@"; do
+  if [ "$a" = "--bench" ]; then BENCH=1; else args+=("$a"); fi
+done
+
+{
+  echo "== machine"
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 || echo "no nvidia-smi"
+  $PY -c 'import sys; print("python", sys.version.split()[0])'
+  $PY -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, "gpus", torch.cuda.device_count())' 2>&1 | tail -1
+  $PY -c 'import triton; print("triton", triton.__version__)' 2>&1 | tail -1
+  echo "libcupti: $(find / -name 'libcupti.so*' -not -path '/proc/*' 2>/dev/null | head -5 | tr '\n' ' ')"
+} 2>&1 | tee "$OUT/machine.log"
+
+echo "== install"
+status=0
+$PY -m pip install -q --no-build-isolation --no-deps -e . 2>&1 | tee "$OUT/install.log" || status=1
+for dir in plugins/*/; do
+  [ -f "$dir/pyproject.toml" ] || continue
+  if ! $PY -m pip install -q --no-build-isolation --no-deps -e "$dir" >>"$OUT/install.log" 2>&1; then
+    echo "install of $dir FAILED (see install.log)" | tee -a "$OUT/install.log"
+    # The cupti backend is what the gpu tests need; other plugins may still be minimal.
+    [ "$dir" = "plugins/cupti/" ] && status=1
+  else
+    echo "installed $dir"
+  fi
+done
+[ $status -eq 0 ] || { tail -40 "$OUT/install.log"; echo "install failed"; exit 1; }
+
+echo "== gpu tests"
+$PY -m pytest -m gpu -v -rs "${args[@]}" 2>&1 | tee "$OUT/gpu_tests.log"
+status=$?
+
+if [ $BENCH -eq 1 ]; then
+  if [ -f benchmarks/run.py ]; then
+    echo "== benchmarks"
+    $PY benchmarks/run.py --out "$OUT" 2>&1 | tee "$OUT/bench.log" || status=1
+  else
+    echo "== benchmarks: benchmarks/run.py not found, skipped"
+  fi
+fi
+exit $status
