@@ -1,44 +1,6 @@
 import os
 import sys
 
-import pytest
-
 sys.path.insert(0, os.path.dirname(__file__))
 
-import fake_backend  # noqa: E402
-from proton_core.plugins import get_plugins  # noqa: E402
-from proton_core.session import MANAGER  # noqa: E402
-
-
-@pytest.fixture(autouse=True)
-def clean_manager():
-    """Every test starts with no session and leaves none behind."""
-    plugins = get_plugins()
-    if "fake" not in plugins.backends.items:
-        plugins.register(fake_backend, name="fake_backend", distribution="tests")
-    yield
-    MANAGER.cli_owned = False
-    with MANAGER.lock:
-        MANAGER._close(list(MANAGER.sessions.values()), plugins)
-        MANAGER.sessions.clear()
-        MANAGER._refresh()
-    from proton_core.context import THREAD
-    THREAD.stack.clear()
-    THREAD.state = None
-    THREAD.op = None
-    THREAD.recompute()
-
-
-@pytest.fixture
-def fake():
-    """Start-able fake backend; returns a helper to reach the live instance."""
-    class Handle:
-        @property
-        def backend(self):
-            return fake_backend.FakeBackend.instance
-
-        def launch(self, *a, **k):
-            self.backend.launch(*a, **k)
-
-    return Handle()
-
+from proton_fixtures import clean_manager, fake  # noqa: E402,F401

@@ -10,10 +10,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.abspath(os.path.join(HERE, "..", "..", "..", "tests")))  # the core's fake backend
 
-import fake_backend  # noqa: E402
-from proton_core.context import THREAD  # noqa: E402
-from proton_core.plugins import get_plugins  # noqa: E402
-from proton_core.session import MANAGER  # noqa: E402
+from proton_fixtures import clean_manager, fake  # noqa: E402,F401
 
 
 def _cuda_gpu_reason():
@@ -42,36 +39,3 @@ def pytest_collection_modifyitems(config, items):
     if reason:
         for item in gpu_items:
             item.add_marker(pytest.mark.skip(reason=reason))
-
-
-@pytest.fixture(autouse=True)
-def clean_manager():
-    """Every test starts with no session and leaves none behind."""
-    plugins = get_plugins()
-    if "fake" not in plugins.backends.items:
-        plugins.register(fake_backend, name="fake_backend", distribution="tests")
-    yield
-    MANAGER.cli_owned = False
-    with MANAGER.lock:
-        MANAGER._close(list(MANAGER.sessions.values()), plugins)
-        MANAGER.sessions.clear()
-        MANAGER._refresh()
-    THREAD.stack.clear()
-    THREAD.state = None
-    THREAD.op = None
-    THREAD.recompute()
-
-
-@pytest.fixture
-def fake():
-    """Launch synthetic kernels on the calling thread: ``fake.launch(name, ns)``."""
-
-    class Handle:
-        @property
-        def backend(self):
-            return fake_backend.FakeBackend.instance
-
-        def launch(self, *a, **k):
-            self.backend.launch(*a, **k)
-
-    return Handle()
