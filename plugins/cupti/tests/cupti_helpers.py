@@ -1,20 +1,11 @@
-"""Reading hatchet profiles in the cupti tests."""
+"""Reading hatchet profiles in the cupti tests (loading and path-following come from the core's tests)."""
 
-import json
+import os
+import sys
 
+sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", "tests")))
 
-def load(path):
-    with open(path) as f:
-        return json.load(f)
-
-
-def child(literal, *names):
-    """Follow child frame names from a hatchet literal node; fail with the choices."""
-    for name in names:
-        matches = [c for c in literal["children"] if c["frame"]["name"] == name]
-        assert matches, f"no {name!r} under {literal['frame']['name']!r}: {[c['frame']['name'] for c in literal['children']]}"
-        literal = matches[0]
-    return literal
+from profile_helpers import load, node as child  # noqa: E402,F401
 
 
 def kernels(literal):
