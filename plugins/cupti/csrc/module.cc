@@ -5,6 +5,7 @@
 #include <pybind11/stl.h>
 
 #include "profiler.h"
+#include "pyframes.h"
 #include "recorder.h"
 
 namespace py = pybind11;
@@ -81,6 +82,18 @@ PYBIND11_MODULE(_cupti, m) {
          uint64_t graph_node_id) { recorder().on_kernel(corr, name.c_str(), device, stream, start, end, graph_node_id); },
       py::arg("corr"), py::arg("name"), py::arg("device") = 0, py::arg("stream") = 7, py::arg("start") = 0,
       py::arg("end") = 0, py::arg("graph_node_id") = 0, "feed one kernel activity record");
+  m.def(
+      "_test_start",
+      [](bool graph_nodes) {
+        recorder().reset();
+        start_profiling(graph_nodes);
+      },
+      py::arg("graph_nodes"), "start, optionally without the graph-node resource callbacks (diagnostics)");
+  m.def("_test_launch_nogil", [](uint32_t corr) { recorder().on_launch(corr); }, py::arg("corr"),
+        py::call_guard<py::gil_scoped_release>(),
+        "as _test_launch, with the GIL released first (as PyTorch does around its launches)");
+  m.def("_test_raw_frames", [] { return proton_raw_frames_supported() != 0; },
+        "whether python frames are read from the interpreter directly (no GIL taken per launch)");
   m.def("_test_graph_node", [](uint64_t id) { recorder().on_graph_node_created(id); });
   m.def("_test_graph_clone", [](uint64_t id, uint64_t original) { recorder().on_graph_node_cloned(id, original); });
   m.def("_test_flush", [] { return flush_all(false); });

@@ -211,7 +211,7 @@ std::string load_cupti(const std::string& path) {
 
 std::string cupti_path() { return api.path; }
 
-void start_profiling() {
+void start_profiling(bool graph_nodes) {
   std::lock_guard<std::mutex> g(state_mu);
   if (api.handle == nullptr) throw std::runtime_error("libcupti is not loaded");
   if (subscriber != nullptr) return;
@@ -223,10 +223,12 @@ void start_profiling() {
   try {
     for (CUpti_CallbackId cbid : kLaunchCbids)
       api.cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_DRIVER_API, cbid);  // absent ids just fail
-    check(api.cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_GRAPHNODE_CREATED),
-          "enabling graph node callbacks");
-    check(api.cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_GRAPHNODE_CLONED),
-          "enabling graph node callbacks");
+    if (graph_nodes) {
+      check(api.cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_GRAPHNODE_CREATED),
+            "enabling graph node callbacks");
+      check(api.cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_GRAPHNODE_CLONED),
+            "enabling graph node callbacks");
+    }
     check(api.cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed), "cuptiActivityRegisterCallbacks");
     check(api.cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL), "enabling kernel activity");
     activity_on = true;

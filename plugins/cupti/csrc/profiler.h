@@ -15,8 +15,9 @@ std::string load_cupti(const std::string& path);
 std::string cupti_path();  // what was loaded, "" if nothing
 
 // Subscribe to launch and graph callbacks and enable kernel activity.
-// Throws std::runtime_error with CUPTI's message on failure.
-void start_profiling();
+// Throws std::runtime_error with CUPTI's message on failure.  Without
+// graph_nodes, replayed graph kernels lose their capture path (diagnostics).
+void start_profiling(bool graph_nodes = true);
 // Flush outstanding records, disable activity, unsubscribe.
 void stop_profiling();
 // Wait for the current context's kernels, then make CUPTI hand over every

@@ -1,6 +1,8 @@
 // Launch bookkeeping, the call-path trie and kernel aggregation (see recorder.h).
 #include "recorder.h"
 
+#include "pyframes.h"
+
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -13,12 +15,25 @@ namespace proton_cupti {
 namespace {
 
 // What the hot path needs about the calling thread, without any lookup.
+// One frame of the previous launch's stack and the trie node it led to.
+struct FrameMemo {
+  void* code;
+  int lasti;
+  uint32_t node;
+};
+
 struct ThreadState {
   uint64_t ctx = 0;          // core context id, from set_context
   uint64_t cached_ctx = ~0ull;
   uint32_t cached_node = 0;  // trie node of cached_ctx (python frames off)
   uint32_t cached_gen = 0;   // trie generation the cache belongs to
   uint32_t tid = 0;
+  // Python frames on: the previous launch's stack, outermost first.
+  std::vector<FrameMemo> stack;
+  uint32_t stack_gen = 0;
+  uint64_t leaf_ctx = 0;
+  uint32_t leaf_node = 0;
+  bool leaf_valid = false;
 };
 thread_local ThreadState tls;
 
@@ -86,6 +101,7 @@ void Recorder::configure(bool python_frames, bool trace, std::vector<std::string
     internal_files_ = std::move(internal_files);
     for (auto& c : codes_) c.internal = is_internal(attr_utf8(c.code, "co_filename"));
   }
+  generation_.fetch_add(1, std::memory_order_acq_rel);  // cached paths may hold frames now internal
   if (trace && !slot_times_) {
     slot_times_.reset(new SlotTime[kSlots]);
     std::atomic_thread_fence(std::memory_order_release);
@@ -149,14 +165,67 @@ uint32_t Recorder::current_node() {
     t.cached_node = node;
     return node;
   }
-  // Python frames: only when this thread holds the GIL (a launch from C++
-  // without it simply has no frames).
+  if (proton_raw_frames_supported()) return raw_frames_node(gen);
+  return locked_frames_node();
+}
+
+// The python-context path of a launch, from the interpreter's frames read
+// without the GIL (pyframes.c).  Consecutive launches share most of their
+// stack, so each thread keeps the previous stack with the trie node after
+// every frame: only frames past the first difference are interned, and a
+// launch from the same place as the last one takes no lock at all.
+uint32_t Recorder::raw_frames_node(uint32_t gen) {
+  ThreadState& t = tls;
+  proton_frame frames[kMaxFrames];
+  int n = proton_raw_frames(frames, kMaxFrames);
+  if (t.stack_gen != gen) {
+    t.stack.clear();
+    t.stack_gen = gen;
+    t.leaf_valid = false;
+  }
+  size_t same = 0, limit = std::min<size_t>(size_t(n), t.stack.size());
+  while (same < limit && t.stack[same].code == frames[n - 1 - same].code &&
+         t.stack[same].lasti == frames[n - 1 - same].lasti)
+    ++same;
+  if (same == size_t(n) && same == t.stack.size() && t.leaf_valid && t.leaf_ctx == t.ctx) return t.leaf_node;
+
+  // Code objects seen for the first time are referenced and classified, which
+  // needs the GIL; take it before the trie lock (lock order: GIL, then trie).
+  bool need_gil = false;
+  {
+    std::lock_guard<std::mutex> g(trie_mu_);
+    for (int i = n - 1 - int(same); i >= 0 && !need_gil; --i)
+      need_gil = code_index_.find(static_cast<PyObject*>(frames[i].code)) == code_index_.end();
+  }
+  bool take = need_gil && Py_IsInitialized() && !PyGILState_Check();
+  PyGILState_STATE gil{};
+  if (take) gil = PyGILState_Ensure();
+  {
+    std::lock_guard<std::mutex> g(trie_mu_);
+    t.stack.resize(same);
+    uint32_t parent = same ? t.stack.back().node : 0;
+    for (int i = n - 1 - int(same); i >= 0; --i) {
+      PyObject* code = static_cast<PyObject*>(frames[i].code);
+      uint32_t idx = code_index_locked(code);
+      if (!codes_[idx].internal)
+        parent = intern_locked(parent, kNodeFrame, (uint64_t(idx) << 32) | kLastiBit | uint32_t(frames[i].lasti));
+      t.stack.push_back(FrameMemo{frames[i].code, frames[i].lasti, parent});
+    }
+    t.leaf_node = intern_locked(parent, kNodeContext, t.ctx);
+  }
+  if (take) PyGILState_Release(gil);
+  t.leaf_ctx = t.ctx;
+  t.leaf_valid = true;
+  return t.leaf_node;
+}
+
+// Interpreters whose frame layout pyframes.c does not know: the public frame
+// API, with the GIL taken back when the launching thread had released it.
+uint32_t Recorder::locked_frames_node() {
+  ThreadState& t = tls;
   PyObject* codes[kMaxFrames];
   int lines[kMaxFrames];
   int n = 0;
-  // Frameworks (PyTorch) release the GIL around their C++ calls, so a launch
-  // from a Python thread often runs without it: take it back for the walk,
-  // as long as the thread is a Python thread at all.
   bool held = Py_IsInitialized() && PyGILState_Check();
   bool python_thread = held || (Py_IsInitialized() && PyGILState_GetThisThreadState() != nullptr);
   PyGILState_STATE gil{};
@@ -292,8 +361,10 @@ Recorder::FlushOut Recorder::flush() {
       n.ctx = k.value;
     } else if (k.kind == kNodeFrame) {
       PyObject* code = codes_[k.value >> 32].code;
-      n.frame = attr_utf8(code, "co_filename") + ":" + attr_utf8(code, "co_name") + "@" +
-                std::to_string(uint32_t(k.value & 0xffffffffu));
+      uint32_t pos = uint32_t(k.value & 0xffffffffu);
+      int line = (pos & kLastiBit) ? PyCode_Addr2Line(reinterpret_cast<PyCodeObject*>(code), int(pos & ~kLastiBit))
+                                   : int(pos);
+      n.frame = attr_utf8(code, "co_filename") + ":" + attr_utf8(code, "co_name") + "@" + std::to_string(line);
     }
     out.nodes.push_back(std::move(n));
   }

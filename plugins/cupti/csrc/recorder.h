@@ -20,6 +20,9 @@ namespace proton_cupti {
 constexpr uint32_t kNodeContext = 0;
 constexpr uint32_t kNodeFrame = 1;
 constexpr uint32_t kNodeCapturedAt = 2;
+// A frame node's value is (code index << 32 | position); with this bit the
+// position is an instruction offset (line computed at flush), else a line.
+constexpr uint32_t kLastiBit = 0x80000000u;
 
 // One direct-mapped slot per correlation id modulo the table size.  Ids grow
 // monotonically, so a slot is rewritten only after kSlots newer launches.
@@ -147,6 +150,8 @@ class Recorder {
  private:
   void record_launch(Slot& s, uint32_t corr, uint32_t epoch);
   uint32_t current_node();  // the calling thread's chain, interned
+  uint32_t raw_frames_node(uint32_t generation);
+  uint32_t locked_frames_node();
   uint32_t intern_locked(uint32_t parent, uint32_t kind, uint64_t value);
   uint32_t frames_node(uint32_t ctx_node_parent);
   uint32_t code_index_locked(PyObject* code);

@@ -269,3 +269,107 @@ def test_many_records_aggregate_to_one_row(rec):
     Corr.next = base + 20001
     _, records, _, dropped, _ = rec._test_flush()
     assert [(r[2], r[4], r[5]) for r in records] == [("hot", 60000, 20000)] and dropped == 0
+
+
+def frame_names(rec, c):
+    """The NODE_FRAME names above the record of correlation id c (flushes)."""
+    rec._test_kernel(c, "k")
+    nodes, records, _, _, _ = rec._test_flush()
+    frame_names.nodes = getattr(frame_names, "nodes", []) + nodes
+    (record,) = records
+    return [v for kind, v in chains(frame_names.nodes)[record[1]] if kind == NODE_FRAME]
+
+
+def test_python_frames_without_the_gil_from_new_code(rec):
+    """A framework releases the GIL before launching: the frames are still the
+    launching thread's, with their lines, also for code never seen before."""
+    frame_names.nodes = []
+    rec.configure(True, False, [], [])
+    rec.set_epoch(1)
+    scope = {"rec": rec}
+    src = "def fresh_launcher(c):\n    x = 1\n    rec._test_launch_nogil(c)\n"
+    exec(compile(src, "fresh_module.py", "exec"), scope)
+    c = corr()
+    scope["fresh_launcher"](c)
+    names = frame_names(rec, c)
+    assert names[-1] == "fresh_module.py:fresh_launcher@3"
+    assert names[-2].startswith(f"{__file__}:test_python_frames_without_the_gil_from_new_code@")
+
+
+def test_python_frames_follow_each_launch_site_and_reuse_nodes(rec):
+    """Launches from another line get their own path; the same site again adds no node."""
+    import inspect
+
+    frame_names.nodes = []
+    rec.configure(True, False, [], [])
+    rec.set_epoch(1)
+    first = inspect.currentframe().f_lineno + 1
+    c1 = corr(); rec._test_launch_nogil(c1)  # noqa: E702
+    c2 = corr(); rec._test_launch_nogil(c2)  # noqa: E702
+    me = f"{__file__}:test_python_frames_follow_each_launch_site_and_reuse_nodes"
+    assert frame_names(rec, c1)[-1] == f"{me}@{first}"
+    assert frame_names(rec, c2)[-1] == f"{me}@{first + 1}"
+    counts = []
+    for _ in range(3):
+        for _ in range(200):
+            c = corr()
+            rec._test_launch_nogil(c)
+            rec._test_kernel(c, "k")
+        counts.append(rec._test_node_count())
+    # The interpreter may re-specialise a call site once (a second instruction
+    # offset on the same line), but a site that keeps launching adds nothing.
+    assert counts[0] == counts[1] == counts[2], counts
+    rec.set_context(5)  # same stack, another scope: a new leaf under the same frames
+    c = corr()
+    rec._test_launch_nogil(c)
+    rec._test_kernel(c, "k")
+    nodes, records, _, _, _ = rec._test_flush()
+    ctx = {r[1]: chains(frame_names.nodes + nodes)[r[1]][-1] for r in records}
+    assert (NODE_CONTEXT, 5) in ctx.values() and (NODE_CONTEXT, 0) in ctx.values()
+
+
+def test_python_frames_of_a_thread_while_another_runs_python(rec):
+    """Each launching thread reads its own stack, GIL or not, while others run."""
+    frame_names.nodes = []
+    rec.configure(True, False, [], [])
+    rec.set_epoch(1)
+    ids = {}
+    stop = threading.Event()
+
+    def busy():
+        x = 0
+        while not stop.is_set():
+            x += 1
+
+    def worker_launches(name):
+        mine = []
+        for _ in range(2000):
+            c = corr()
+            rec._test_launch_nogil(c)
+            mine.append(c)
+        ids[name] = mine
+
+    spinner = threading.Thread(target=busy)
+    spinner.start()
+    threads = [threading.Thread(target=worker_launches, args=(f"t{i}",)) for i in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    stop.set()
+    spinner.join()
+    for mine in ids.values():
+        for c in mine:
+            rec._test_kernel(c, "k")
+    nodes, records, _, _, _ = rec._test_flush()
+    assert sum(r[5] for r in records) == 6000
+    for r in records:
+        names = [v for kind, v in chains(nodes)[r[1]] if kind == NODE_FRAME]
+        assert names[-1].split(":")[-1].startswith("worker_launches@"), names
+        assert not any("busy" in n for n in names)
+
+
+def test_raw_frame_reading_is_used_on_supported_pythons():
+    import sys
+
+    assert _cupti._test_raw_frames() == ((3, 11) <= sys.version_info[:2] <= (3, 13))
