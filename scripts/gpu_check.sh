@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The one script for the GPU machine: install this checkout there (no
 # internet: --no-build-isolation --no-deps, the machine already has the build
-# tools), run every `gpu` test, and with --bench the benchmarks.
+# tools), run every `gpu` test, with --probes the memory diagnostics, and with
+# --bench the benchmarks (extra run.py arguments in PROTON_BENCH_ARGS).
 # Logs go to $OUT (the device tool's result folder) or ./gpu_out.
-#   bash scripts/gpu_check.sh [--bench] [extra pytest args...]
+#   bash scripts/gpu_check.sh [--bench] [--probes] [--no-tests] [extra pytest args...]
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export PYTHONUNBUFFERED=1
@@ -11,9 +12,16 @@ PY=${PYTHON:-python3}
 OUT=${OUT:-$PWD/gpu_out}
 mkdir -p "$OUT"
 BENCH=0
+PROBES=0
+TESTS=1
 args=()
 for a in "$@"; do
-  if [ "$a" = "--bench" ]; then BENCH=1; else args+=("$a"); fi
+  case "$a" in
+    --bench) BENCH=1 ;;
+    --probes) PROBES=1 ;;
+    --no-tests) TESTS=0 ;;
+    *) args+=("$a") ;;
+  esac
 done
 
 {
@@ -40,14 +48,23 @@ for dir in plugins/*/; do
 done
 [ $status -eq 0 ] || { tail -40 "$OUT/install.log"; echo "install failed"; exit 1; }
 
-echo "== gpu tests"
-$PY -m pytest -m gpu -v -rs "${args[@]}" 2>&1 | tee "$OUT/gpu_tests.log"
-status=$?
+if [ $TESTS -eq 1 ]; then
+  echo "== gpu tests"
+  $PY -m pytest -m gpu -v -rs "${args[@]}" 2>&1 | tee "$OUT/gpu_tests.log"
+  status=${PIPESTATUS[0]}
+fi
+
+if [ $PROBES -eq 1 ]; then
+  echo "== memory probes"
+  $PY plugins/cupti/tests/rss_graph_probe.py 2>&1 | tee "$OUT/rss_graph_probe.log"
+fi
 
 if [ $BENCH -eq 1 ]; then
   if [ -f benchmarks/run.py ]; then
     echo "== benchmarks"
-    $PY benchmarks/run.py --out "$OUT" 2>&1 | tee "$OUT/bench.log" || status=1
+    # shellcheck disable=SC2086 # PROTON_BENCH_ARGS is a list of words on purpose
+    $PY benchmarks/run.py --out "$OUT" --markdown ${PROTON_BENCH_ARGS:-} 2>&1 | tee "$OUT/bench.log"
+    [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
   else
     echo "== benchmarks: benchmarks/run.py not found, skipped"
   fi

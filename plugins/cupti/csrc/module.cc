@@ -58,7 +58,8 @@ PYBIND11_MODULE(_cupti, m) {
         start_profiling();
       },
       "reset the call-path trie and tables, subscribe to CUPTI and enable kernel activity");
-  m.def("stop", &stop_profiling, py::call_guard<py::gil_scoped_release>());
+  m.def("stop", [] { stop_profiling(true); }, py::call_guard<py::gil_scoped_release>(),
+        "flush, disable activity, unsubscribe and detach CUPTI (cuptiFinalize)");
   m.def(
       "configure",
       [](bool python_frames, bool trace, std::vector<std::string> dirs, std::vector<std::string> files) {
@@ -89,6 +90,8 @@ PYBIND11_MODULE(_cupti, m) {
         start_profiling(graph_nodes);
       },
       py::arg("graph_nodes"), "start, optionally without the graph-node resource callbacks (diagnostics)");
+  m.def("_test_stop", [](bool detach) { stop_profiling(detach); }, py::arg("detach"),
+        py::call_guard<py::gil_scoped_release>(), "stop, optionally without cuptiFinalize (diagnostics)");
   m.def("_test_launch_nogil", [](uint32_t corr) { recorder().on_launch(corr); }, py::arg("corr"),
         py::call_guard<py::gil_scoped_release>(),
         "as _test_launch, with the GIL released first (as PyTorch does around its launches)");

@@ -47,6 +47,7 @@ struct CuptiApi {
   CUPTI_FUNCS(DECLARE)
 #undef DECLARE
   decltype(&::cuptiActivityRegisterTimestampCallback) cuptiActivityRegisterTimestampCallback = nullptr;  // optional
+  decltype(&::cuptiFinalize) cuptiFinalize = nullptr;                                                      // optional
 };
 CuptiApi api;
 
@@ -203,6 +204,7 @@ std::string load_cupti(const std::string& path) {
 #undef RESOLVE
   loaded.cuptiActivityRegisterTimestampCallback = reinterpret_cast<decltype(loaded.cuptiActivityRegisterTimestampCallback)>(
       dlsym(h, "cuptiActivityRegisterTimestampCallback"));
+  loaded.cuptiFinalize = reinterpret_cast<decltype(loaded.cuptiFinalize)>(dlsym(h, "cuptiFinalize"));
   Dl_info info;
   if (dladdr(reinterpret_cast<void*>(loaded.cuptiSubscribe), &info) && info.dli_fname) loaded.path = info.dli_fname;
   api = loaded;
@@ -239,15 +241,22 @@ void start_profiling(bool graph_nodes) {
   }
 }
 
-void stop_profiling() {
+void stop_profiling(bool detach) {
   std::lock_guard<std::mutex> g(state_mu);
   if (subscriber == nullptr) return;
+  DriverApi& d = driver();
+  CUcontext ctx = nullptr;
+  if (d.cuCtxGetCurrent && d.cuCtxSynchronize && d.cuCtxGetCurrent(&ctx) == CUDA_SUCCESS && ctx != nullptr)
+    d.cuCtxSynchronize();  // no kernel may still owe a record when CUPTI detaches
   api.cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
   if (activity_on) api.cuptiActivityDisable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
   activity_on = false;
   api.cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
   api.cuptiUnsubscribe(subscriber);
   subscriber = nullptr;
+  // Detach CUPTI: state it keeps per process (after a CUDA graph was seen it
+  // grows with every later launch) goes with it; the next start re-attaches.
+  if (detach && api.cuptiFinalize != nullptr) api.cuptiFinalize();
 }
 
 void flush_activity() {

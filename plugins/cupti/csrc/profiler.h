@@ -18,8 +18,9 @@ std::string cupti_path();  // what was loaded, "" if nothing
 // Throws std::runtime_error with CUPTI's message on failure.  Without
 // graph_nodes, replayed graph kernels lose their capture path (diagnostics).
 void start_profiling(bool graph_nodes = true);
-// Flush outstanding records, disable activity, unsubscribe.
-void stop_profiling();
+// Flush outstanding records, disable activity, unsubscribe and (detach)
+// detach CUPTI from the process with cuptiFinalize.
+void stop_profiling(bool detach = true);
 // Wait for the current context's kernels, then make CUPTI hand over every
 // buffer (records land in the Recorder).  Safe when nothing was started.
 void flush_activity();

@@ -3,7 +3,8 @@
     python3 plugins/cupti/tests/rss_graph_probe.py [N]
 
 Runs each variant in a fresh process (CUPTI state is process-wide) and prints
-the RSS growth over N driver launches of an empty kernel, profiled.
+the RSS growth over N profiled driver launches of an empty kernel (or, for
+"replays", over N graph kernels).
 """
 
 import gc
@@ -15,9 +16,11 @@ VARIANTS = {
     "plain": "no graph at all",
     "graph_before": "graph captured and replayed before profiling started",
     "graph_during": "graph captured and replayed while profiling",
-    "graph_during_restart": "as graph_during, then stop and start again (what the test suite does)",
-    "graph_during_deleted": "as graph_during, graph deleted before the launches",
-    "graph_during_nocb": "as graph_during, without the graph-node resource callbacks",
+    "capture_only": "graph captured while profiling, never replayed",
+    "replay_only": "graph captured before profiling, replayed while profiling",
+    "restart_detached": "as graph_during, then stop (cuptiFinalize) and start again",
+    "restart_attached": "as graph_during, then stop without cuptiFinalize and start again",
+    "replays": "graph captured while profiling, growth over its replays",
 }
 
 
@@ -32,58 +35,74 @@ def child(variant, n):
     from proton_cupti import _cupti
     from proton_cupti.backend import load_cupti
 
-    lib = load_cupti()
+    load_cupti()
     _cupti._test_launch_noop(100_000)
+    x = torch.ones(1 << 16, device="cuda")
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        x.mul_(1.0)
+    torch.cuda.current_stream().wait_stream(side)
+    torch.cuda.synchronize()
 
-    def begin(graph_nodes=True):
-        _cupti._test_start(graph_nodes)
+    def begin():
+        _cupti._test_start(True)
         _cupti.configure(False, False, [], [])
         _cupti.set_epoch(1)
 
+    def end(detach=True):
+        _cupti.flush()
+        _cupti.set_epoch(0)
+        _cupti._test_stop(detach)
+
     def capture():
-        x = torch.ones(1 << 16, device="cuda")
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            x.mul_(1.0)
-        torch.cuda.current_stream().wait_stream(side)
         g = torch.cuda.CUDAGraph()
         with torch.cuda.graph(g):
             for _ in range(20):
                 x.mul_(1.0)
-        for _ in range(5):
-            g.replay()
         torch.cuda.synchronize()
         return g
 
-    graph = None
-    if variant == "graph_before":
-        graph = capture()
-    begin(graph_nodes=variant != "graph_during_nocb")
-    if variant.startswith("graph_during"):
-        graph = capture()
-    if variant == "graph_during_restart":
-        _cupti.flush()
-        _cupti.set_epoch(0)
-        _cupti.stop()
-        begin()
-    if variant == "graph_during_deleted":
-        del graph
-        gc.collect()
+    def replay(g, times):
+        for _ in range(times):
+            g.replay()
         torch.cuda.synchronize()
+
+    graph = None
+    if variant in ("graph_before", "replay_only"):
+        graph = capture()
+        if variant == "graph_before":
+            replay(graph, 5)
+    begin()
+    if variant in ("graph_during", "capture_only", "restart_detached", "restart_attached", "replays"):
+        graph = capture()
+        if variant != "capture_only":
+            replay(graph, 5)
+    if variant == "replay_only":
+        replay(graph, 5)
+    if variant.startswith("restart"):
+        end(detach=variant == "restart_detached")
+        begin()
     _cupti.flush()
-    _cupti._test_launch_noop(200_000)  # steady state first
-    _cupti.flush()
-    before = rss_mib()
-    err = _cupti._test_launch_noop(n)
+    if variant == "replays":
+        replay(graph, 2000)
+        _cupti.flush()
+        before = rss_mib()
+        replay(graph, n // 20)
+        err = ""
+    else:
+        _cupti._test_launch_noop(200_000)  # steady state first
+        _cupti.flush()
+        before = rss_mib()
+        err = _cupti._test_launch_noop(n)
     _, records, _, dropped, _ = _cupti.flush()
     after = rss_mib()
-    _cupti.set_epoch(0)
-    _cupti.stop()
-    counted = sum(r[5] for r in records if r[2] == "proton_noop")
-    maps = sorted({l.split()[-1] for l in open("/proc/self/maps") if "libcupti" in l})
-    print(f"{variant:22s} growth {after - before:+8.1f} MiB  ({(after - before) * 2**20 / n:5.1f} B/launch)"
-          f"  counted {counted}/{n} dropped {dropped} {err}  libcupti loaded={lib} mapped={maps}", flush=True)
+    end()
+    counted = sum(r[5] for r in records)
+    print(f"{variant:18s} growth {after - before:+8.1f} MiB  ({(after - before) * 2**20 / n:5.1f} B/kernel)"
+          f"  counted {counted} of {n} dropped {dropped} {err}", flush=True)
+    del graph
+    gc.collect()
 
 
 def main():

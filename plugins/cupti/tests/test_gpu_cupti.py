@@ -220,6 +220,19 @@ def test_python_context_shows_user_frames(tmp_path, torch):
     print(f"\npython path: {' / '.join(os.path.basename(p) for p in path[-3:])}")
 
 
+def capture_small_graph(torch):
+    x = torch.ones(16, device="cuda")
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        x.add_(1.0)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        x.add_(1.0)
+    return graph
+
+
 def test_ten_million_launches_bounded_rss_no_loss(tmp_path, torch, capfd):
     from proton_cupti import _cupti
 
@@ -228,6 +241,12 @@ def test_ten_million_launches_bounded_rss_no_loss(tmp_path, torch, capfd):
     assert _cupti._test_launch_noop(1_000_000) == ""
     bare = (time.perf_counter() - t0) / 1e6
     warm, n = 1_000_000, 10_000_000
+    # CUPTI keeps ~32 B per launch for good once a graph was captured while it
+    # was attached; finalize detaches it (cuptiFinalize), which must end that.
+    proton.start(str(tmp_path / "graph"), backend="cupti")
+    capture_small_graph(torch).replay()
+    torch.cuda.synchronize()
+    proton.finalize()
     proton.start(str(tmp_path / "big"), backend="cupti")
     with proton.scope("warm"):
         assert _cupti._test_launch_noop(warm) == ""
