@@ -36,13 +36,15 @@ WORKER = os.path.join(HERE, "worker.py")
 # workload -> [(profiler, priority)]; priority 3 goes first, then 2, when the budget is short.
 MATRIX = {
     "launch": [("none", 1), ("floor", 1), ("ours-shadow", 1), ("ours-python", 1), ("ours-triton", 1),
-               ("upstream-shadow", 1), ("upstream-python", 2), ("torch", 1)],
-    "mlp": [("none", 1), ("floor", 1), ("ours-shadow", 1), ("ours-python", 2), ("upstream-shadow", 1),
-            ("upstream-python", 3), ("torch", 1)],
-    "graph": [("none", 1), ("floor", 1), ("ours-shadow", 1), ("upstream-shadow", 1), ("torch", 3)],
-    "triton_matmul": [("none", 1), ("floor", 1), ("ours-shadow", 1), ("ours-triton", 1), ("upstream-shadow", 2),
-                      ("upstream-triton", 3)],
-    "jax": [("none", 1), ("floor", 1), ("ours-shadow", 1), ("ours-python", 3), ("upstream-shadow", 1)],
+               ("upstream-shadow", 1), ("upstream-python", 1), ("torch", 2)],
+    "mlp": [("none", 1), ("floor", 1), ("ours-shadow", 1), ("ours-python", 1), ("upstream-shadow", 1),
+            ("upstream-python", 2), ("torch", 2)],
+    "graph": [("none", 1), ("floor", 1), ("ours-shadow", 1), ("ours-python", 1), ("upstream-shadow", 1),
+              ("upstream-python", 2), ("torch", 2)],
+    "triton_matmul": [("none", 1), ("floor", 1), ("ours-shadow", 1), ("ours-python", 2), ("ours-triton", 1),
+                      ("upstream-shadow", 1), ("upstream-triton", 2)],
+    "jax": [("none", 1), ("floor", 1), ("ours-shadow", 1), ("ours-python", 1), ("upstream-shadow", 1),
+            ("upstream-python", 2)],
 }
 DRY_MATRIX = {"sleep": [("none", 1), ("fake-ours", 1), ("fake-floor", 1), ("broken", 1)]}
 

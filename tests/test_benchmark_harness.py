@@ -53,3 +53,25 @@ def test_floor_builds(tmp_path):
                           capture_output=True, text=True, timeout=300, cwd=BENCH)
     assert proc.returncode == 0, proc.stderr
     assert any(p.name.startswith("_proton_floor") for p in tmp_path.iterdir())
+
+
+def test_merge_joins_parts_of_a_split_run(tmp_path):
+    """A run split by workload over several device calls becomes one table."""
+    part = tmp_path / "part"
+    proc = subprocess.run([sys.executable, os.path.join(BENCH, "run.py"), "--dry-run", "--out", str(part)],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    doc = json.loads((part / "bench.json").read_text())
+    other = json.loads(json.dumps(doc).replace('"sleep"', '"nap"'))  # the same figures under another workload
+    (tmp_path / "other.json").write_text(json.dumps(other))
+    merge = [sys.executable, os.path.join(BENCH, "merge.py"), "--out", str(tmp_path / "merged")]
+    proc = subprocess.run(merge + [str(part / "bench.json"), str(tmp_path / "other.json")],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    merged = json.loads((tmp_path / "merged" / "bench.json").read_text())
+    assert set(merged["summary"]) == {"sleep", "nap"}
+    assert merged["summary"]["nap"]["fake-ours"]["ratios"] == doc["summary"]["sleep"]["fake-ours"]["ratios"]
+    assert "| nap |" in (tmp_path / "merged" / "bench.md").read_text()
+    proc = subprocess.run(merge + [str(part / "bench.json"), str(part / "bench.json")],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "more than one file" in proc.stderr
