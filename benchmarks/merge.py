@@ -1,8 +1,9 @@
 """Join bench.json files of several device calls into one report.
 
 A full run does not fit one call on the GPU machine, so it is split by
-workload (``run.py --workloads ...``); each part keeps its own rounds and its
-own unprofiled baseline, and this recomputes the tables over all of them.
+workload or profiler (``run.py --workloads ... --profilers ...``); each part
+keeps its own rounds with their own unprofiled baseline, and this recomputes
+the tables over all of them.
 
     python3 benchmarks/merge.py --out DIR part1/bench.json part2/bench.json ...
 """
@@ -19,18 +20,28 @@ sys.path.insert(0, HERE)
 
 import report  # noqa: E402
 
+ROUND_STRIDE = 1000  # part i's round r becomes round 1000 * i + r
+
 
 def merge(docs: list[dict]) -> dict:
-    """One bench document: plans and runs side by side; a workload measured twice is an error."""
+    """One bench document from several runs.
+
+    Rounds keep their own unprofiled (and floor) run, so each part's rounds are
+    renumbered apart and ratios stay within a round; a workload measured in
+    several parts gets the union of their profilers.
+    """
     plan, runs, notes, parts = {}, [], [], []
-    for doc in docs:
+    for i, doc in enumerate(docs):
         meta = doc.get("meta", {})
-        overlap = sorted(set(plan) & set(doc.get("plan", {})))
-        if overlap:
-            raise ValueError(f"workload {', '.join(overlap)} is in more than one file; merge parts of one run only")
-        plan.update(doc.get("plan", {}))
-        runs.extend(doc.get("runs", []))
-        notes.extend(meta.get("notes") or [])
+        for workload, entry in doc.get("plan", {}).items():
+            if workload not in plan:
+                plan[workload] = dict(entry, profilers=list(entry.get("profilers", [])))
+            else:
+                have = plan[workload]["profilers"]
+                have += [p for p in entry.get("profilers", []) if p not in have]
+        for run in doc.get("runs", []):
+            runs.append(dict(run, round=ROUND_STRIDE * i + run["round"], part=i))
+        notes.extend(f"part {i + 1}: {n}" for n in meta.get("notes") or [])
         parts.append(meta.get("title", "?"))
     first = docs[0].get("meta", {})
     meta = {key: first.get(key) for key in ("gpu", "date", "python", "versions", "mode")}
@@ -55,8 +66,9 @@ def main(argv=None) -> int:
             return 2
     try:
         doc = merge(docs)
-    except ValueError as exc:
-        print(f"merge.py: {exc}", file=sys.stderr)
+    except (KeyError, TypeError, AttributeError) as exc:
+        print(f"merge.py: not a bench.json written by run.py (missing {exc}); pass run.py's output files",
+              file=sys.stderr)
         return 2
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "bench.json"), "w") as f:

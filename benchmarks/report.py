@@ -10,6 +10,7 @@ from __future__ import annotations
 import statistics
 
 FIDELITY_REFERENCES = ("floor", "fake-floor")
+FLOOR = "floor"
 
 
 def first_line(text) -> str:
@@ -37,7 +38,7 @@ def summarize(runs: list[dict], plan: dict) -> dict:
     for workload, wplan in plan.items():
         cells = {}
         for prof in wplan.get("profilers", []):
-            ratios, ok_runs, errors = [], [], []
+            ratios, floor_ratios, ok_runs, errors = [], [], [], []
             for rnd in rounds:
                 run = idx.get((rnd, workload, prof))
                 if run is None:
@@ -49,6 +50,10 @@ def summarize(runs: list[dict], plan: dict) -> dict:
                 base = idx.get((rnd, workload, "none"))
                 if base and base.get("ok") and base.get("per_iter_s") and run.get("per_iter_s"):
                     ratios.append(run["per_iter_s"] / base["per_iter_s"])
+                ref = idx.get((rnd, workload, FLOOR))
+                if prof not in ("none", FLOOR) and ref and ref.get("ok") and ref.get("per_iter_s") \
+                        and run.get("per_iter_s"):
+                    floor_ratios.append(run["per_iter_s"] / ref["per_iter_s"])
             if not ok_runs and not errors and wplan.get("error"):
                 errors = ["not run: workload failed (see above)"]
             cell = {
@@ -57,6 +62,10 @@ def summarize(runs: list[dict], plan: dict) -> dict:
                 "ratios": ratios,
                 "ratio_median": _median(ratios), "ratio_min": min(ratios) if ratios else None,
                 "ratio_max": max(ratios) if ratios else None,
+                # paired with the floor of the same round: the cost above what any CUPTI profiler pays
+                "floor_ratios": floor_ratios, "floor_ratio_median": _median(floor_ratios),
+                "floor_ratio_min": min(floor_ratios) if floor_ratios else None,
+                "floor_ratio_max": max(floor_ratios) if floor_ratios else None,
                 "per_iter_ms": _median([r.get("per_iter_s", 0) * 1e3 for r in ok_runs]),
                 "profile_bytes": _median([r.get("profile_bytes") for r in ok_runs]),
                 "finalize_ms": _median([r.get("finalize_s", 0) * 1e3 for r in ok_runs]),
@@ -136,6 +145,12 @@ def overhead_cell(cell: dict) -> str:
     return text
 
 
+def floor_cell(cell: dict) -> str:
+    if cell.get("floor_ratio_median") is None:
+        return "-"
+    return f"{cell['floor_ratio_median']:.3f} [{cell['floor_ratio_min']:.3f}-{cell['floor_ratio_max']:.3f}]"
+
+
 def _clip(s: str, width: int) -> str:
     return s if len(s) <= width else s[: width - 3] + "..."
 
@@ -155,13 +170,13 @@ def _table_rows(summary, plan):
             head += f" -- error: {first_line(wplan['error'])}"
         rows = []
         for prof, cell in cells.items():
-            rows.append([prof, overhead_cell(cell), _fmt_bytes(cell["profile_bytes"]),
+            rows.append([prof, overhead_cell(cell), floor_cell(cell), _fmt_bytes(cell["profile_bytes"]),
                          _fmt(cell["finalize_ms"], ".1f"), _fmt(cell["rss_mb"], ".0f"), str(cell["runs"])])
         blocks.append((head, rows))
     return blocks
 
 
-OVERHEAD_HEAD = ["profiler", "time / unprofiled: median [min-max]", "profile", "finalize ms", "peak RSS MB", "runs"]
+OVERHEAD_HEAD = ["profiler", "time / unprofiled: median [min-max]", "time / floor", "profile", "finalize ms", "peak RSS MB", "runs"]
 FIDELITY_HEAD = ["workload", "profiler", "kernels (ref)", "count diff % (max abs)", "GPU time diff % (max abs)",
                  "exact rounds", "ref dropped"]
 

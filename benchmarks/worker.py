@@ -24,6 +24,24 @@ os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 T_PROCESS = time.perf_counter()
 
 
+def pin_cpus() -> list[int] | None:
+    """Keep every measurement on the same few cores (PROTON_BENCH_CPUS: "auto", a
+    comma list, or "none"): a launch-bound loop's speed depends on the core it
+    lands on, which is much of the spread between processes.  Several cores, so
+    the profiler's buffer thread never competes with the launching thread."""
+    spec = os.environ.get("PROTON_BENCH_CPUS", "auto").strip().lower()
+    if spec in ("", "none") or not hasattr(os, "sched_setaffinity"):
+        return None
+    allowed = sorted(os.sched_getaffinity(0))
+    if spec == "auto":
+        cpus = allowed[1:5] if len(allowed) >= 6 else None
+    else:
+        cpus = [int(c) for c in spec.split(",") if c.strip()]
+    if cpus:
+        os.sched_setaffinity(0, cpus)
+    return cpus
+
+
 def write_result(path: str, result: dict) -> None:
     """Atomically, so the orchestrator never reads half a file."""
     tmp = path + ".tmp"
@@ -45,6 +63,7 @@ def measure(args) -> dict:
     import profilers
     import workloads
 
+    cpus = pin_cpus()
     wl = workloads.make(args.workload)
     prof = profilers.make(args.profiler)
     t = time.perf_counter()
@@ -87,6 +106,7 @@ def measure(args) -> dict:
         "profile_bytes": sum(os.path.getsize(p) for p in files) if files else None,
         "files": [os.path.basename(p) for p in files],
         "kernels_per_step": getattr(wl, "kernels_per_step", None),
+        "cpus": cpus,
         "versions": versions(),
     }
     result.update(info)

@@ -72,6 +72,13 @@ def test_merge_joins_parts_of_a_split_run(tmp_path):
     assert set(merged["summary"]) == {"sleep", "nap"}
     assert merged["summary"]["nap"]["fake-ours"]["ratios"] == doc["summary"]["sleep"]["fake-ours"]["ratios"]
     assert "| nap |" in (tmp_path / "merged" / "bench.md").read_text()
+    # The same workload from two parts: each round keeps its own baseline, both parts count.
     proc = subprocess.run(merge + [str(part / "bench.json"), str(part / "bench.json")],
                           capture_output=True, text=True, timeout=60)
-    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "more than one file" in proc.stderr
+    assert proc.returncode == 0, proc.stderr
+    twice = json.loads((tmp_path / "merged" / "bench.json").read_text())
+    ratios = doc["summary"]["sleep"]["fake-ours"]["ratios"]
+    assert sorted(twice["summary"]["sleep"]["fake-ours"]["ratios"]) == sorted(ratios * 2)
+    (tmp_path / "junk.json").write_text("[1, 2]")
+    proc = subprocess.run(merge + [str(tmp_path / "junk.json")], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "run.py" in proc.stderr
