@@ -360,7 +360,8 @@ def _select(matrix, workloads, profilers):
         matrix = {w: c for w, c in matrix.items() if w in workloads}
     if profilers:
         keep = set(profilers) | {"none"}  # ratios need the unprofiled run
-        matrix = {w: [(p, pr) for p, pr in c if p in keep] for w, c in matrix.items()}
+        # Named on the command line: never dropped for budget (priority 1).
+        matrix = {w: [(p, 1) for p, _ in c if p in keep] for w, c in matrix.items()}
     return matrix
 
 
