@@ -14,7 +14,16 @@
 
 #include "pyframes.h"
 
-#if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030E0000 && !defined(Py_GIL_DISABLED)
+/* Some distributions ship Python headers without the internal ones: then
+ * this file compiles to the fallback. */
+#if defined(__has_include)
+#if __has_include(<internal/pycore_frame.h>)
+#define PROTON_HAVE_INTERNAL_FRAME_H 1
+#endif
+#endif
+
+#if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030E0000 && !defined(Py_GIL_DISABLED) && \
+    defined(PROTON_HAVE_INTERNAL_FRAME_H)
 #define PROTON_RAW_FRAMES 1
 #ifndef Py_BUILD_CORE
 #define Py_BUILD_CORE 1

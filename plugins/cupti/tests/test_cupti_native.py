@@ -370,6 +370,10 @@ def test_python_frames_of_a_thread_while_another_runs_python(rec):
 
 
 def test_raw_frame_reading_is_used_on_supported_pythons():
+    import os
     import sys
+    import sysconfig
 
-    assert _cupti._test_raw_frames() == ((3, 11) <= sys.version_info[:2] <= (3, 13))
+    header = os.path.join(sysconfig.get_paths()["include"], "internal", "pycore_frame.h")
+    supported = (3, 11) <= sys.version_info[:2] <= (3, 13) and not sysconfig.get_config_var("Py_GIL_DISABLED")
+    assert _cupti._test_raw_frames() == (supported and os.path.isfile(header))
