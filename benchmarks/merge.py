@@ -23,7 +23,7 @@ import report  # noqa: E402
 ROUND_STRIDE = 1000  # part i's round r becomes round 1000 * i + r
 
 
-def merge(docs: list[dict]) -> dict:
+def merge(docs: list[dict], label: str = "part") -> dict:
     """One bench document from several runs.
 
     Rounds keep their own unprofiled (and floor) run, so each part's rounds are
@@ -41,7 +41,7 @@ def merge(docs: list[dict]) -> dict:
                 have += [p for p in entry.get("profilers", []) if p not in have]
         for run in doc.get("runs", []):
             runs.append(dict(run, round=ROUND_STRIDE * i + run["round"], part=i))
-        notes.extend(f"part {i + 1}: {n}" for n in meta.get("notes") or [])
+        notes.extend(f"{label} {i + 1}: {n}" for n in meta.get("notes") or [])
         parts.append(meta.get("title", "?"))
     first = docs[0].get("meta", {})
     meta = {key: first.get(key) for key in ("gpu", "date", "python", "versions", "mode")}

@@ -13,6 +13,7 @@ import glob
 import json
 import os
 import sys
+import time
 
 
 def hatchet_kernel_totals(path: str) -> tuple[int, int]:
@@ -196,6 +197,14 @@ class Broken(NoProfiler):
         raise RuntimeError("deliberate failure (dry run)\nsecond line is not shown in the table")
 
 
+class Stuck(NoProfiler):
+    """Dry-run profiler whose finalize never ends (as torch.profiler's on a million
+    kernels): the overhead must still reach the table, the finalize cell say it was cut."""
+
+    def finalize(self):
+        time.sleep(3600)
+
+
 PROFILERS = {
     "none": NoProfiler,
     "ours-shadow": lambda: Ours("shadow"),
@@ -209,6 +218,7 @@ PROFILERS = {
     "fake-ours": FakeOurs,
     "fake-floor": FakeFloor,
     "broken": Broken,
+    "stuck": Stuck,
 }
 
 

@@ -68,7 +68,9 @@ def summarize(runs: list[dict], plan: dict) -> dict:
                 "floor_ratio_max": max(floor_ratios) if floor_ratios else None,
                 "per_iter_ms": _median([r.get("per_iter_s", 0) * 1e3 for r in ok_runs]),
                 "profile_bytes": _median([r.get("profile_bytes") for r in ok_runs]),
-                "finalize_ms": _median([r.get("finalize_s", 0) * 1e3 for r in ok_runs]),
+                "finalize_ms": _median([r["finalize_s"] * 1e3 for r in ok_runs if r.get("finalize_s") is not None]),
+                # runs whose finalize was killed after the measurement: the wall time it had by then
+                "finalize_killed_s": [r["finalize_killed_s"] for r in ok_runs if r.get("finalize_killed_s")],
                 "rss_mb": _median([r.get("rss_mb") for r in ok_runs]),
             }
             cells[prof] = cell
@@ -151,6 +153,15 @@ def floor_cell(cell: dict) -> str:
     return f"{cell['floor_ratio_median']:.3f} [{cell['floor_ratio_min']:.3f}-{cell['floor_ratio_max']:.3f}]"
 
 
+def finalize_cell(cell: dict) -> str:
+    text = _fmt(cell["finalize_ms"], ".1f")
+    killed = cell.get("finalize_killed_s") or []
+    if killed:
+        cut = f"killed after > {min(killed):.0f} s" + (f" in {len(killed)} runs" if len(killed) > 1 else "")
+        text = cut if cell["finalize_ms"] is None else f"{text}; {cut}"
+    return text
+
+
 def _clip(s: str, width: int) -> str:
     return s if len(s) <= width else s[: width - 3] + "..."
 
@@ -171,7 +182,7 @@ def _table_rows(summary, plan):
         rows = []
         for prof, cell in cells.items():
             rows.append([prof, overhead_cell(cell), floor_cell(cell), _fmt_bytes(cell["profile_bytes"]),
-                         _fmt(cell["finalize_ms"], ".1f"), _fmt(cell["rss_mb"], ".0f"), str(cell["runs"])])
+                         finalize_cell(cell), _fmt(cell["rss_mb"], ".0f"), str(cell["runs"])])
         blocks.append((head, rows))
     return blocks
 

@@ -29,7 +29,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 
+import lanes  # noqa: E402
 import report  # noqa: E402
+from worker import MEASURED_SUFFIX  # noqa: E402
 
 WORKER = os.path.join(HERE, "worker.py")
 
@@ -46,13 +48,19 @@ MATRIX = {
     "jax": [("none", 1), ("floor", 1), ("ours-shadow", 1), ("ours-python", 1), ("upstream-shadow", 1),
             ("upstream-python", 2)],
 }
-DRY_MATRIX = {"sleep": [("none", 1), ("fake-ours", 1), ("fake-floor", 1), ("broken", 1)]}
+DRY_MATRIX = {"sleep": [("none", 1), ("fake-ours", 1), ("fake-floor", 1), ("broken", 1), ("stuck", 1)],
+              "nap": [("none", 1), ("fake-ours", 1), ("fake-floor", 1)]}
 
-# rounds, measured seconds per run (target, floor), calibration seconds, total budget seconds
+# rounds, measured seconds per run (target, floor), calibration seconds, total budget seconds,
+# a worker's time limit (at least min_timeout, else timeout_x times its expected run), and
+# how long a finalize may run before the worker is killed (its measurement kept)
 MODES = {
-    "full": dict(rounds=5, target=1.0, min_target=0.3, calibrate=0.5, budget=450.0),
-    "quick": dict(rounds=2, target=0.3, min_target=0.15, calibrate=0.25, budget=125.0),
-    "dry": dict(rounds=3, target=0.04, min_target=0.02, calibrate=0.04, budget=60.0),
+    "full": dict(rounds=5, target=1.0, min_target=0.3, calibrate=0.5, budget=450.0,
+                 min_timeout=60.0, timeout_x=10.0, finalize_limit=30.0),
+    "quick": dict(rounds=2, target=0.3, min_target=0.15, calibrate=0.25, budget=125.0,
+                  min_timeout=60.0, timeout_x=10.0, finalize_limit=30.0),
+    "dry": dict(rounds=3, target=0.04, min_target=0.02, calibrate=0.04, budget=60.0,
+                min_timeout=3.0, timeout_x=2.0, finalize_limit=1.5),
 }
 EXIT_GRACE_S = 5.0  # a worker that wrote its result but does not exit is killed after this
 PROFILED_SLOWDOWN = 1.4  # planning guess for the average profiled/unprofiled time
@@ -85,14 +93,19 @@ class Harness:
         except OSError:  # a closed pipe (tee gone) must not end the measurements; bench.json still gets written
             pass
 
-    def run_worker(self, workload, profiler, tag, *, iters=0, warmup=2, calibrate=0.0, timeout=120.0) -> dict:
-        """Run one worker process; always return a run record, never raise."""
+    def run_worker(self, workload, profiler, tag, *, iters=0, warmup=2, calibrate=0.0, timeout=120.0,
+                   finalize_limit=None) -> dict:
+        """Run one worker process; always return a run record, never raise.
+
+        A worker still in finalize ``finalize_limit`` seconds after its measurement
+        is killed: the overhead figure stands, the finalize cell says it was cut."""
         for sub in ("results", "logs", "profiles"):
             os.makedirs(os.path.join(self.work, sub), exist_ok=True)
         result_path = os.path.join(self.work, "results", tag + ".json")
         log_path = os.path.join(self.work, "logs", tag + ".log")
         profile_dir = os.path.join(self.work, "profiles", tag)
-        for stale in (result_path, result_path + ".tmp"):
+        measured_path = result_path + MEASURED_SUFFIX
+        for stale in (result_path, result_path + ".tmp", measured_path):
             if os.path.exists(stale):
                 os.remove(stale)
         cmd = [sys.executable, WORKER, "--workload", workload, "--profiler", profiler,
@@ -107,7 +120,7 @@ class Harness:
             except OSError as exc:
                 return {"workload": workload, "profiler": profiler, "ok": False, "error": f"cannot start worker: {exc}"}
             self.current = proc
-            seen = None
+            seen = measured = None
             try:
                 while True:
                     rc = proc.poll()
@@ -120,6 +133,12 @@ class Harness:
                         if now - seen > grace:
                             note = f"killed: still running {grace:.0f} s after writing its result"
                             self.exit_hangs[profiler] = self.exit_hangs.get(profiler, 0) + 1
+                            rc = self._kill(proc)
+                            break
+                    if finalize_limit is not None and os.path.exists(measured_path):
+                        measured = measured or now
+                        if now - measured > finalize_limit:
+                            note = f"timeout: finalize still running after {finalize_limit:g} s"
                             rc = self._kill(proc)
                             break
                     if now - t > timeout:
@@ -139,8 +158,17 @@ class Harness:
                     record = json.load(f)
             except (OSError, ValueError) as exc:
                 note = f"unreadable result: {exc}"
-        if os.path.exists(result_path):
-            os.remove(result_path)  # bench.json keeps every figure
+        if record is None and note and note.startswith("timeout") and os.path.exists(measured_path):
+            try:  # measured, then killed in a finalize that did not end: the overhead figure stands, the finalize cell says so
+                with open(measured_path) as f:
+                    record = json.load(f)
+                record["finalize_killed_s"] = max(0.0, time.time() - os.path.getmtime(measured_path))
+                note = f"finalize cut ({note})"
+            except (OSError, ValueError):
+                record = None
+        for done in (result_path, measured_path):
+            if os.path.exists(done):
+                os.remove(done)  # bench.json keeps every figure
         tail = _tail(log_path)
         if record is None:
             why = note or (f"worker died ({_rc_text(rc)})")
@@ -181,6 +209,9 @@ class Harness:
     def build_floor(self) -> None:
         from floor import build as floor_build
 
+        if os.path.isdir(self.env.get("PROTON_BENCH_FLOOR_DIR", "")) or "PROTON_BENCH_FLOOR_ERROR" in self.env:
+            self.log("floor: built by the parent run")  # a lane of run.py --gpus
+            return
         try:
             d = floor_build.build(os.path.join(self.work, "floor_build"))
             self.env["PROTON_BENCH_FLOOR_DIR"] = d
@@ -279,9 +310,10 @@ class Harness:
                         failed[(w, p)] = rec["error"]
                         continue
                     left = mode["budget"] - self.elapsed()
-                    timeout = min(240.0, max(60.0, 10 * entry["est_run_s"]), max(30.0, left + 30.0))
+                    timeout = min(240.0, max(mode["min_timeout"], mode["timeout_x"] * entry["est_run_s"]),
+                                  max(30.0, left + 30.0))
                     rec = self.run_worker(w, p, f"r{rnd}.{w}.{p}", iters=entry["iters"], warmup=entry["warmup"],
-                                          timeout=timeout)
+                                          timeout=timeout, finalize_limit=mode["finalize_limit"])
                     rec["round"] = rnd
                     self.runs.append(rec)
                     self._progress(rec)
@@ -305,8 +337,9 @@ class Harness:
                          and r["profiler"] == "none" and r.get("ok")), None)
             ratio = f"x{rec['per_iter_s'] / base['per_iter_s']:.3f}" if base else "x?"
             extra = f" kernels={rec['kernel_count']}" if rec.get("kernel_count") is not None else ""
+            fin = "killed" if rec.get("finalize_s") is None else f"{rec['finalize_s'] * 1e3:7.1f} ms"
             self.log(f"{head} {rec['per_iter_s'] * 1e3:9.3f} ms/iter {ratio:>8}  finalize "
-                     f"{rec['finalize_s'] * 1e3:7.1f} ms  rss {rec['rss_mb']:6.0f} MB  wall {rec['wall_s']:5.1f} s"
+                     f"{fin:>10}  rss {rec['rss_mb']:6.0f} MB  wall {rec['wall_s']:5.1f} s"
                      f"{extra}{'  WARNING ' + rec['warning'] if rec.get('warning') else ''}")
         else:
             self.log(f"{head} FAILED: {report.first_line(rec.get('error'))}")
@@ -380,6 +413,11 @@ def self_check(h: Harness) -> list[str]:
         problems.append("fake-ours profile size missing")
     if "deliberate failure" not in str(cells.get("broken", {}).get("error")):
         problems.append("broken profiler's error not reported")
+    stuck = cells.get("stuck", {})
+    if stuck.get("ratio_median") is None or not stuck.get("finalize_killed_s"):
+        problems.append(f"a finalize that never ends lost the measurement or went unreported: {stuck}")
+    if h.args.gpus > 1 and len(doc["meta"].get("lanes", [])) != min(h.args.gpus, len(doc["summary"])):
+        problems.append(f"lanes: {doc['meta'].get('lanes')}")
     fid = [r for r in doc["fidelity"] if r["profiler"] == "fake-ours"]
     if not fid or fid[0]["count_diff_pct_median"] != 0.0:
         problems.append(f"fidelity row wrong: {fid}")
@@ -399,10 +437,12 @@ def main(argv=None) -> int:
     ap.add_argument("--target", type=float, help="seconds measured per run (default 1.0; quick 0.3)")
     ap.add_argument("--workloads", help="comma list (default all): " + ", ".join(MATRIX))
     ap.add_argument("--profilers", help="comma list (default all; 'none' always runs)")
+    ap.add_argument("--gpus", type=int, default=1,
+                    help="run workloads side by side, one lane per GPU with its own cores (whole matrix in one call)")
     ap.add_argument("--keep-profiles", action="store_true", help="keep every round's profiles (default: round 0)")
     args = ap.parse_args(argv)
 
-    mode_name = "dry" if args.dry_run else "quick" if args.quick else "full"
+    mode_name = args.mode_name = "dry" if args.dry_run else "quick" if args.quick else "full"
     mode = dict(MODES[mode_name])
     args.rounds = max(1, args.rounds or mode["rounds"])
     budget = args.budget or float(os.environ.get("PROTON_BENCH_BUDGET") or 0)  # env: for scripts passing only --out
@@ -425,9 +465,40 @@ def main(argv=None) -> int:
         raise KeyboardInterrupt(f"signal {signum}")
 
     signal.signal(signal.SIGTERM, on_term)
+    if args.gpus > 1:
+        doc = lanes.run(h, matrix, mode, os.path.abspath(__file__))
+        _write_json(os.path.join(h.out, "bench.json"), doc)
+        summary, fid, meta = doc["summary"], doc["fidelity"], doc["meta"]
+        if args.markdown:
+            with open(os.path.join(h.out, "bench.md"), "w") as f:
+                f.write(report.render_markdown(summary, fid, doc["plan"], meta))
+        runs, plan = doc["runs"], doc["plan"]
+    else:
+        run_serial(h, matrix, mode)
+        summary, fid, meta, runs, plan = h.summary, h.fid, h.meta, h.runs, h.plan
+
+    text = report.render_text(summary, fid, plan, meta)
+    if args.markdown:
+        print("\n" + report.render_markdown(summary, fid, plan, meta))
+    print("\n" + text, flush=True)
+    print(f"raw figures: {os.path.join(h.out, 'bench.json')}" +
+          (f", markdown: {os.path.join(h.out, 'bench.md')}" if args.markdown else ""))
+
+    if args.dry_run:
+        problems = self_check(h)
+        for p in problems:
+            print(f"DRY RUN CHECK FAILED: {p}")
+        print("dry run: plumbing OK" if not problems else "dry run: FAILED")
+        return 1 if problems else 0
+    return 0 if any(r.get("ok") for r in runs) else 1
+
+
+def run_serial(h: Harness, matrix: dict, mode: dict) -> None:
+    """Every workload on this process's GPU, one worker at a time."""
+    args = h.args
     interrupted = False
     try:
-        h.log(f"mode {mode_name}: {args.rounds} rounds, budget {mode['budget']:.0f} s, output {h.out}")
+        h.log(f"mode {args.mode_name}: {args.rounds} rounds, budget {mode['budget']:.0f} s, output {h.out}")
         if any(p == "floor" for cells in matrix.values() for p, _ in cells):
             h.build_floor()
         h.calibrate(list(matrix), mode)
@@ -443,21 +514,6 @@ def main(argv=None) -> int:
         h.notes.append(f"only {h.meta['rounds_done']} of {args.rounds} rounds completed")
     h.meta["title"] += f", {h.meta['rounds_done']} rounds, {h.elapsed():.0f} s"
     h.save(final=True)
-
-    text = report.render_text(h.summary, h.fid, h.plan, h.meta)
-    if args.markdown:
-        print("\n" + report.render_markdown(h.summary, h.fid, h.plan, h.meta))
-    print("\n" + text, flush=True)
-    print(f"raw figures: {os.path.join(h.out, 'bench.json')}" +
-          (f", markdown: {os.path.join(h.out, 'bench.md')}" if args.markdown else ""))
-
-    if args.dry_run:
-        problems = self_check(h)
-        for p in problems:
-            print(f"DRY RUN CHECK FAILED: {p}")
-        print("dry run: plumbing OK" if not problems else "dry run: FAILED")
-        return 1 if problems else 0
-    return 0 if any(r.get("ok") for r in h.runs) else 1
 
 
 if __name__ == "__main__":

@@ -22,6 +22,7 @@ if HERE not in sys.path:
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 
 T_PROCESS = time.perf_counter()
+MEASURED_SUFFIX = ".measured"  # the result so far, written before finalize
 
 
 def pin_cpus() -> list[int] | None:
@@ -93,22 +94,26 @@ def measure(args) -> dict:
     measure_s = time.perf_counter() - t
 
     wl.sync()
-    t = time.perf_counter()
-    info = prof.finalize() or {}
-    finalize_s = time.perf_counter() - t
-
-    files = info.pop("files", [])
     result = {
         "ok": True, "iters": iters, "warmup": args.warmup,
         "measure_s": measure_s, "per_iter_s": measure_s / max(iters, 1),
-        "setup_s": setup_s, "start_s": start_s, "finalize_s": finalize_s,
+        "setup_s": setup_s, "start_s": start_s, "finalize_s": None,
         "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,
-        "profile_bytes": sum(os.path.getsize(p) for p in files) if files else None,
-        "files": [os.path.basename(p) for p in files],
         "kernels_per_step": getattr(wl, "kernels_per_step", None),
         "cpus": cpus,
         "versions": versions(),
     }
+    # The measured time is known now: a finalize that never ends (torch.profiler
+    # on a million kernels) must not take the overhead figure with it.
+    write_result(args.result + MEASURED_SUFFIX, dict(result, workload=args.workload, profiler=args.profiler))
+    t = time.perf_counter()
+    info = prof.finalize() or {}
+    result["finalize_s"] = time.perf_counter() - t
+
+    files = info.pop("files", [])
+    result.update(rss_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,
+                  profile_bytes=sum(os.path.getsize(p) for p in files) if files else None,
+                  files=[os.path.basename(p) for p in files])
     result.update(info)
     return result
 

@@ -238,6 +238,7 @@ WORKLOADS = {
     "triton_matmul": TritonMatmul,
     "jax": Jax,
     "sleep": Sleep,
+    "nap": Sleep,  # a second dry-run workload: lanes (run.py --gpus) need two to split
 }
 GPU_WORKLOADS = ["launch", "mlp", "graph", "triton_matmul", "jax"]
 

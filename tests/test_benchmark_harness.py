@@ -58,7 +58,8 @@ def test_floor_builds(tmp_path):
 def test_merge_joins_parts_of_a_split_run(tmp_path):
     """A run split by workload over several device calls becomes one table."""
     part = tmp_path / "part"
-    proc = subprocess.run([sys.executable, os.path.join(BENCH, "run.py"), "--dry-run", "--out", str(part)],
+    proc = subprocess.run([sys.executable, os.path.join(BENCH, "run.py"), "--dry-run", "--workloads", "sleep",
+                           "--out", str(part)],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     doc = json.loads((part / "bench.json").read_text())
@@ -82,3 +83,33 @@ def test_merge_joins_parts_of_a_split_run(tmp_path):
     (tmp_path / "junk.json").write_text("[1, 2]")
     proc = subprocess.run(merge + [str(tmp_path / "junk.json")], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "run.py" in proc.stderr
+
+
+def test_lanes_run_workloads_side_by_side(tmp_path):
+    """run.py --gpus 2: each workload in its own lane, on its own cores, joined into one table."""
+    proc = subprocess.run([sys.executable, os.path.join(BENCH, "run.py"), "--dry-run", "--gpus", "2",
+                           "--out", str(tmp_path)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "dry run: plumbing OK" in proc.stdout and "[lane 1]" in proc.stdout
+    doc = json.loads((tmp_path / "bench.json").read_text())
+    lanes = doc["meta"]["lanes"]
+    assert [lane["workloads"] for lane in lanes] == [["sleep"], ["nap"]]
+    assert {lane["gpu"] for lane in lanes} == {"0", "1"}
+    cpus = {r["workload"]: tuple(r["cpus"]) for r in doc["runs"] if r.get("cpus")}
+    if len(os.sched_getaffinity(0)) >= 2:
+        assert cpus["sleep"] != cpus["nap"]
+    assert doc["summary"]["nap"]["fake-ours"]["runs"] == 3
+
+
+def test_lane_assignment_balances_cost():
+    sys.path.insert(0, BENCH)
+    try:
+        from lanes import assign
+    finally:
+        sys.path.remove(BENCH)
+    all_five = ["launch", "mlp", "graph", "triton_matmul", "jax"]
+    four = assign(all_five, 4)
+    assert sorted(w for lane in four for w in lane) == sorted(all_five)
+    assert len(four) == 4 and ["triton_matmul", "jax"] in four
+    assert assign(all_five, 8) == [[w] for w in ["graph", "mlp", "launch", "triton_matmul", "jax"]]
+    assert assign(["launch"], 3) == [["launch"]]
