@@ -222,6 +222,20 @@ PROFILERS = {
 }
 
 
+PAIR_SEP = "/"  # "ours-shadow/floor": both in one process, windows alternating (worker.measure_paired)
+
+
+def paired(name: str) -> tuple[str, str] | None:
+    """The two profilers of an in-process pair, or None for a single profiler."""
+    if PAIR_SEP not in name:
+        return None
+    a, _, b = name.partition(PAIR_SEP)
+    for part in (a, b):
+        if part not in PROFILERS:
+            raise ValueError(f"unknown profiler {part!r} in pair {name!r}; known: {', '.join(PROFILERS)}")
+    return a, b
+
+
 def make(name: str):
     try:
         return PROFILERS[name]()

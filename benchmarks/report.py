@@ -10,6 +10,8 @@ from __future__ import annotations
 import statistics
 
 FIDELITY_REFERENCES = ("floor", "fake-floor")
+PAIRED_NOTE = ("A/B rows: both profilers in one process, measured windows alternating (A B B A ...); "
+               "their time / floor is the median over all window pairs of A's time over B's")
 FLOOR = "floor"
 
 
@@ -50,6 +52,9 @@ def summarize(runs: list[dict], plan: dict) -> dict:
                 base = idx.get((rnd, workload, "none"))
                 if base and base.get("ok") and base.get("per_iter_s") and run.get("per_iter_s"):
                     ratios.append(run["per_iter_s"] / base["per_iter_s"])
+                if run.get("paired_ratios"):  # an in-process A/B: its own window pairs, not another process
+                    floor_ratios.extend(run["paired_ratios"])
+                    continue
                 ref = idx.get((rnd, workload, FLOOR))
                 if prof not in ("none", FLOOR) and ref and ref.get("ok") and ref.get("per_iter_s") \
                         and run.get("per_iter_s"):
@@ -220,9 +225,14 @@ def render_text(summary, fid_rows, plan, meta) -> str:
         lines += ["  " + x for x in _plain(FIDELITY_HEAD, _fidelity_rows(fid_rows))]
     else:
         lines.append("  (no pair of kernel-reporting profiler and floor succeeded in the same round)")
-    for note in meta.get("notes", []):
+    for note in _notes(summary, meta):
         lines.append(f"note: {note}")
     return "\n".join(lines) + "\n"
+
+
+def _notes(summary, meta) -> list[str]:
+    paired = any("/" in prof for cells in summary.values() for prof in cells)
+    return ([PAIRED_NOTE] if paired else []) + list(meta.get("notes", []))
 
 
 def _md_escape(s: str) -> str:
@@ -244,6 +254,6 @@ def render_markdown(summary, fid_rows, plan, meta) -> str:
     lines += ["### Fidelity vs the bare-CUPTI floor (same round)", ""]
     lines += _md(FIDELITY_HEAD, _fidelity_rows(fid_rows)) if fid_rows else ["(no data)"]
     lines.append("")
-    for note in meta.get("notes", []):
+    for note in _notes(summary, meta):
         lines.append(f"- {note}")
     return "\n".join(lines) + "\n"

@@ -30,6 +30,7 @@ REPO = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 
 import lanes  # noqa: E402
+import profilers  # noqa: E402
 import report  # noqa: E402
 from worker import MEASURED_SUFFIX  # noqa: E402
 
@@ -38,18 +39,20 @@ WORKER = os.path.join(HERE, "worker.py")
 # workload -> [(profiler, priority)]; priority 3 goes first, then 2, when the budget is short.
 MATRIX = {
     "launch": [("none", 1), ("floor", 1), ("ours-shadow", 1), ("ours-python", 1), ("ours-triton", 1),
-               ("upstream-shadow", 1), ("upstream-python", 1), ("torch", 2)],
+               ("upstream-shadow", 1), ("upstream-python", 1), ("torch", 2),
+               ("ours-shadow/floor", 1), ("ours-python/floor", 2)],
     "mlp": [("none", 1), ("floor", 1), ("ours-shadow", 1), ("ours-python", 1), ("upstream-shadow", 1),
-            ("upstream-python", 2), ("torch", 2)],
+            ("upstream-python", 2), ("torch", 2), ("ours-shadow/floor", 1), ("ours-python/floor", 2)],
     "graph": [("none", 1), ("floor", 1), ("ours-shadow", 1), ("ours-python", 1), ("upstream-shadow", 1),
-              ("upstream-python", 2), ("torch", 2)],
+              ("upstream-python", 2), ("torch", 2), ("ours-shadow/floor", 1), ("ours-python/floor", 2)],
     "triton_matmul": [("none", 1), ("floor", 1), ("ours-shadow", 1), ("ours-python", 2), ("ours-triton", 1),
                       ("upstream-shadow", 1), ("upstream-triton", 2)],
     "jax": [("none", 1), ("floor", 1), ("ours-shadow", 1), ("ours-python", 1), ("upstream-shadow", 1),
-            ("upstream-python", 2)],
+            ("upstream-python", 2), ("ours-shadow/floor", 2)],
 }
+# "A/B" cells run both profilers in one process, alternating windows (worker.measure_paired).
 DRY_MATRIX = {"sleep": [("none", 1), ("fake-ours", 1), ("fake-floor", 1), ("broken", 1), ("stuck", 1)],
-              "nap": [("none", 1), ("fake-ours", 1), ("fake-floor", 1)]}
+              "nap": [("none", 1), ("fake-ours", 1), ("fake-floor", 1), ("fake-ours/fake-floor", 1)]}
 
 # rounds, measured seconds per run (target, floor), calibration seconds, total budget seconds,
 # a worker's time limit (at least min_timeout, else timeout_x times its expected run), and
@@ -110,6 +113,7 @@ class Harness:
                 os.remove(stale)
         cmd = [sys.executable, WORKER, "--workload", workload, "--profiler", profiler,
                "--iters", str(iters), "--warmup", str(warmup), "--calibrate", str(calibrate),
+               "--pairs", str(self.args.pairs),
                "--profile-dir", profile_dir, "--result", result_path]
         note, rc = None, None
         t = time.perf_counter()
@@ -238,20 +242,27 @@ class Harness:
             else:
                 self.log(f"calibration of {w} FAILED: {report.first_line(rec.get('error'))}")
 
+    def windows(self, profiler) -> int:
+        """Measured windows in one run: 1, or both halves of every pair for an in-process A/B."""
+        return 2 * self.args.pairs if profilers.paired(profiler) else 1
+
+    def est_run_s(self, entry, profiler) -> float:
+        return entry["est_run_s"] * self.windows(profiler)
+
     def make_plan(self, matrix, mode, rounds) -> None:
         ok = {w: c for w, c in self.calibration.items() if c.get("ok")}
         active = {w: list(cells) for w, cells in matrix.items() if w in ok}
         remaining = max(1.0, mode["budget"] - self.elapsed()) * 0.92
 
         def fixed_s(w, p):
-            return ok[w]["overhead_s"] + (PROFILER_EXTRA_S if p != "none" else 0.0)
+            return ok[w]["overhead_s"] + (PROFILER_EXTRA_S * self.windows(p) if p != "none" else 0.0)
 
         def estimate(t, act):
-            return sum(fixed_s(w, p) + PROFILED_SLOWDOWN * t * 1.25 for w in act for p, _ in act[w])
+            return sum(fixed_s(w, p) + PROFILED_SLOWDOWN * t * 1.25 * self.windows(p) for w in act for p, _ in act[w])
 
         def fit(act):
             fixed = sum(fixed_s(w, p) for w in act for p, _ in act[w])
-            var = sum(PROFILED_SLOWDOWN * 1.25 for w in act for _ in act[w]) or 1.0
+            var = sum(PROFILED_SLOWDOWN * 1.25 * self.windows(p) for w in act for p, _ in act[w]) or 1.0
             return min(mode["target"], max(mode["min_target"], (remaining / rounds - fixed) / var))
 
         t = fit(active)
@@ -292,7 +303,7 @@ class Harness:
                 cells = entry["profilers"]
                 shift = rnd % len(cells)
                 order = cells[shift:] + cells[:shift]
-                guess = block_s.get(w, entry["est_run_s"] * len(cells))
+                guess = block_s.get(w, sum(self.est_run_s(entry, p) for p in cells))
                 if (rnd > 0 and self.elapsed() + guess > mode["budget"]) or self.elapsed() > mode["budget"]:
                     partial = any(r["round"] == rnd for r in self.runs)
                     self.notes.append(f"budget of {mode['budget']:.0f} s reached: {done} complete rounds "
@@ -310,9 +321,10 @@ class Harness:
                         failed[(w, p)] = rec["error"]
                         continue
                     left = mode["budget"] - self.elapsed()
-                    timeout = min(240.0, max(mode["min_timeout"], mode["timeout_x"] * entry["est_run_s"]),
+                    timeout = min(240.0, max(mode["min_timeout"], mode["timeout_x"] * self.est_run_s(entry, p)),
                                   max(30.0, left + 30.0))
-                    rec = self.run_worker(w, p, f"r{rnd}.{w}.{p}", iters=entry["iters"], warmup=entry["warmup"],
+                    tag = f"r{rnd}.{w}.{p}".replace(profilers.PAIR_SEP, "_vs_")  # a file name
+                    rec = self.run_worker(w, p, tag, iters=entry["iters"], warmup=entry["warmup"],
                                           timeout=timeout, finalize_limit=mode["finalize_limit"])
                     rec["round"] = rnd
                     self.runs.append(rec)
@@ -322,7 +334,7 @@ class Harness:
                     if str(rec.get("error", "")).startswith("timeout"):
                         timeouts[p] = timeouts.get(p, 0) + 1  # twice: skipped everywhere
                     if rnd > 0 and not self.args.keep_profiles:
-                        shutil.rmtree(os.path.join(self.work, "profiles", f"r{rnd}.{w}.{p}"), ignore_errors=True)
+                        shutil.rmtree(os.path.join(self.work, "profiles", tag), ignore_errors=True)
                 block_s[w] = time.perf_counter() - t
             done += 1
             self.meta["rounds_done"] = done
@@ -416,6 +428,10 @@ def self_check(h: Harness) -> list[str]:
     stuck = cells.get("stuck", {})
     if stuck.get("ratio_median") is None or not stuck.get("finalize_killed_s"):
         problems.append(f"a finalize that never ends lost the measurement or went unreported: {stuck}")
+    pair = doc["summary"].get("nap", {}).get("fake-ours/fake-floor", {})
+    if "nap" in doc["summary"] and (len(pair.get("floor_ratios") or []) != h.args.rounds * h.args.pairs
+                                    or pair.get("ratio_median") is None):
+        problems.append(f"in-process A/B cell wrong: {pair}")
     if h.args.gpus > 1 and len(doc["meta"].get("lanes", [])) != min(h.args.gpus, len(doc["summary"])):
         problems.append(f"lanes: {doc['meta'].get('lanes')}")
     fid = [r for r in doc["fidelity"] if r["profiler"] == "fake-ours"]
@@ -439,6 +455,8 @@ def main(argv=None) -> int:
     ap.add_argument("--profilers", help="comma list (default all; 'none' always runs)")
     ap.add_argument("--gpus", type=int, default=1,
                     help="run workloads side by side, one lane per GPU with its own cores (whole matrix in one call)")
+    ap.add_argument("--pairs", type=int, default=3,
+                    help="window pairs of an in-process A/B cell such as ours-shadow/floor (default 3)")
     ap.add_argument("--keep-profiles", action="store_true", help="keep every round's profiles (default: round 0)")
     args = ap.parse_args(argv)
 

@@ -12,6 +12,7 @@ import argparse
 import json
 import os
 import resource
+import statistics
 import sys
 import time
 import traceback
@@ -60,62 +61,89 @@ def versions() -> dict:
     return out
 
 
+def run_window(wl, prof, path, warmup, iters, calibrate=0.0):
+    """Start ``prof``, warm up, time ``iters`` steps (or ``calibrate`` seconds); no finalize."""
+    t = time.perf_counter()
+    prof.start(path)
+    start_s = time.perf_counter() - t
+    scope = prof.scope
+    wl.prepare(scope)
+    for _ in range(warmup):
+        wl.step(scope)
+    t = time.perf_counter()
+    if calibrate > 0:  # run for a fixed time to learn the iteration cost
+        iters = 0
+        while time.perf_counter() - t < calibrate or iters < 2:
+            wl.step(scope)
+            iters += 1
+    else:
+        for _ in range(iters):
+            wl.step(scope)
+    measure_s = time.perf_counter() - t
+    wl.sync()
+    return {"iters": iters, "warmup": warmup, "measure_s": measure_s, "per_iter_s": measure_s / max(iters, 1),
+            "start_s": start_s}
+
+
+def finalize(prof) -> dict:
+    t = time.perf_counter()
+    info = prof.finalize() or {}
+    files = info.pop("files", [])
+    info.update(finalize_s=time.perf_counter() - t,
+                profile_bytes=sum(os.path.getsize(p) for p in files) if files else None,
+                files=[os.path.basename(p) for p in files])
+    return info
+
+
 def measure(args) -> dict:
     import profilers
     import workloads
 
     cpus = pin_cpus()
     wl = workloads.make(args.workload)
-    prof = profilers.make(args.profiler)
+    pair = profilers.paired(args.profiler)
+    prof = None if pair else profilers.make(args.profiler)
     t = time.perf_counter()
     wl.setup()
-    setup_s = time.perf_counter() - t
-
+    base = {"ok": True, "setup_s": time.perf_counter() - t, "kernels_per_step": getattr(wl, "kernels_per_step", None),
+            "cpus": cpus, "versions": versions()}
     os.makedirs(args.profile_dir, exist_ok=True)
+    if pair:
+        return dict(base, **measure_paired(args, wl, pair))
+
     path = os.path.join(args.profile_dir, f"{args.workload}_{args.profiler}")
-    t = time.perf_counter()
-    prof.start(path)
-    start_s = time.perf_counter() - t
-    scope = prof.scope
-    wl.prepare(scope)
-    for _ in range(args.warmup):
-        wl.step(scope)
-
-    t = time.perf_counter()
-    if args.calibrate > 0:  # run for a fixed time to learn the iteration cost
-        iters = 0
-        while time.perf_counter() - t < args.calibrate or iters < 2:
-            wl.step(scope)
-            iters += 1
-    else:
-        iters = args.iters
-        for _ in range(iters):
-            wl.step(scope)
-    measure_s = time.perf_counter() - t
-
-    wl.sync()
-    result = {
-        "ok": True, "iters": iters, "warmup": args.warmup,
-        "measure_s": measure_s, "per_iter_s": measure_s / max(iters, 1),
-        "setup_s": setup_s, "start_s": start_s, "finalize_s": None,
-        "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,
-        "kernels_per_step": getattr(wl, "kernels_per_step", None),
-        "cpus": cpus,
-        "versions": versions(),
-    }
+    result = dict(base, **run_window(wl, prof, path, args.warmup, args.iters, args.calibrate), finalize_s=None)
+    result["rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
     # The measured time is known now: a finalize that never ends (torch.profiler
     # on a million kernels) must not take the overhead figure with it.
     write_result(args.result + MEASURED_SUFFIX, dict(result, workload=args.workload, profiler=args.profiler))
-    t = time.perf_counter()
-    info = prof.finalize() or {}
-    result["finalize_s"] = time.perf_counter() - t
-
-    files = info.pop("files", [])
-    result.update(rss_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,
-                  profile_bytes=sum(os.path.getsize(p) for p in files) if files else None,
-                  files=[os.path.basename(p) for p in files])
-    result.update(info)
+    result.update(finalize(prof))
+    result["rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
     return result
+
+
+def measure_paired(args, wl, pair) -> dict:
+    """Two profilers in one process, windows alternating A B B A A B ...: the ratio
+    of each pair of windows is free of the tens of percent by which processes
+    differ, the noise that dominates ratios taken across processes."""
+    import profilers
+
+    times = {name: [] for name in pair}
+    kept = {}
+    for i in range(args.pairs):
+        for name in pair if i % 2 == 0 else pair[::-1]:
+            prof = profilers.make(name)
+            path = os.path.join(args.profile_dir, f"{args.workload}_{name}_{i}")
+            window = run_window(wl, prof, path, args.warmup, args.iters)
+            info = finalize(prof)
+            times[name].append(window["per_iter_s"])
+            if name == pair[0]:
+                kept = dict(window, **info)  # the last window of A stands for the run (size, count)
+    a, b = (times[name] for name in pair)
+    kept.update(per_iter_s=statistics.median(a), paired_ratios=[x / y for x, y in zip(a, b)],
+                pair_reference=pair[1], reference_per_iter_s=statistics.median(b), windows=2 * args.pairs,
+                rss_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0)
+    return kept
 
 
 def main(argv=None) -> int:
@@ -124,6 +152,7 @@ def main(argv=None) -> int:
     ap.add_argument("--profiler", required=True)
     ap.add_argument("--iters", type=int, default=10)
     ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--pairs", type=int, default=3, help="window pairs when --profiler is A/B (same process)")
     ap.add_argument("--calibrate", type=float, default=0.0, help="seconds: measure by time, not --iters")
     ap.add_argument("--profile-dir", required=True)
     ap.add_argument("--result", required=True)
