@@ -19,10 +19,10 @@ import threading
 
 import merge
 
-# Seconds one round of a workload takes on the H200, all its profilers and A/B
-# cells (from the 2026-11-22 runs; graph includes torch.profiler's finalize, cut
-# at 30 s).  Only used to balance the lanes, so rough is fine.
-ROUND_COST_S = {"launch": 80, "mlp": 92, "graph": 100, "triton_matmul": 40, "jax": 55}
+# Seconds one round of a workload took on the 4-GPU H200 machine, all its
+# profilers (2026-11-22; graph includes torch.profiler's finalize, cut at 30 s).
+# Only used to balance the lanes, so rough is fine.
+ROUND_COST_S = {"launch": 77, "mlp": 93, "graph": 80, "triton_matmul": 33, "jax": 33}
 
 
 def assign(workloads: list[str], n: int) -> list[list[str]]:

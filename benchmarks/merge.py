@@ -20,7 +20,7 @@ sys.path.insert(0, HERE)
 
 import report  # noqa: E402
 
-ROUND_STRIDE = 1000  # part i's round r becomes round 1000 * i + r
+ROUND_STRIDE = 1000  # a part's rounds are shifted past the previous parts' by multiples of this
 
 
 def merge(docs: list[dict], label: str = "part") -> dict:
@@ -31,6 +31,7 @@ def merge(docs: list[dict], label: str = "part") -> dict:
     several parts gets the union of their profilers.
     """
     plan, runs, notes, parts = {}, [], [], []
+    offset = 0
     for i, doc in enumerate(docs):
         meta = doc.get("meta", {})
         for workload, entry in doc.get("plan", {}).items():
@@ -40,7 +41,10 @@ def merge(docs: list[dict], label: str = "part") -> dict:
                 have = plan[workload]["profilers"]
                 have += [p for p in entry.get("profilers", []) if p not in have]
         for run in doc.get("runs", []):
-            runs.append(dict(run, round=ROUND_STRIDE * i + run["round"], part=i))
+            runs.append(dict(run, round=offset + run["round"], part=i))
+        # Past every round of this part, so a part that is itself a merge keeps its rounds apart.
+        last = max((run["round"] for run in doc.get("runs", [])), default=-1)
+        offset += (last // ROUND_STRIDE + 1) * ROUND_STRIDE
         notes.extend(f"{label} {i + 1}: {n}" for n in meta.get("notes") or [])
         parts.append(meta.get("title", "?"))
     first = docs[0].get("meta", {})

@@ -39,20 +39,20 @@ WORKER = os.path.join(HERE, "worker.py")
 # workload -> [(profiler, priority)]; priority 3 goes first, then 2, when the budget is short.
 MATRIX = {
     "launch": [("none", 1), ("floor", 1), ("ours-shadow", 1), ("ours-python", 1), ("ours-triton", 1),
-               ("upstream-shadow", 1), ("upstream-python", 1), ("torch", 2),
-               ("ours-shadow/floor", 1), ("ours-python/floor", 2)],
+               ("upstream-shadow", 1), ("upstream-python", 1), ("torch", 2)],
     "mlp": [("none", 1), ("floor", 1), ("ours-shadow", 1), ("ours-python", 1), ("upstream-shadow", 1),
-            ("upstream-python", 2), ("torch", 2), ("ours-shadow/floor", 1), ("ours-python/floor", 2)],
+            ("upstream-python", 2), ("torch", 2)],
     "graph": [("none", 1), ("floor", 1), ("ours-shadow", 1), ("ours-python", 1), ("upstream-shadow", 1),
-              ("upstream-python", 2), ("torch", 2), ("ours-shadow/floor", 1), ("ours-python/floor", 2)],
+              ("upstream-python", 2), ("torch", 2)],
     "triton_matmul": [("none", 1), ("floor", 1), ("ours-shadow", 1), ("ours-python", 2), ("ours-triton", 1),
                       ("upstream-shadow", 1), ("upstream-triton", 2)],
     "jax": [("none", 1), ("floor", 1), ("ours-shadow", 1), ("ours-python", 1), ("upstream-shadow", 1),
-            ("upstream-python", 2), ("ours-shadow/floor", 2)],
+            ("upstream-python", 2)],
 }
-# "A/B" cells run both profilers in one process, alternating windows (worker.measure_paired).
+# A cell may also be an in-process A/B pair such as "ours-shadow/floor" (worker.measure_paired):
+# not in the default matrix; --profilers ours-shadow/floor adds it to every workload.
 DRY_MATRIX = {"sleep": [("none", 1), ("fake-ours", 1), ("fake-floor", 1), ("broken", 1), ("stuck", 1)],
-              "nap": [("none", 1), ("fake-ours", 1), ("fake-floor", 1), ("fake-ours/fake-floor", 1)]}
+              "nap": [("none", 1), ("fake-ours", 1), ("fake-floor", 1), ("fake-ours/fake-floor", 1)]}  # A/B: see below
 
 # rounds, measured seconds per run (target, floor), calibration seconds, total budget seconds,
 # a worker's time limit (at least min_timeout, else timeout_x times its expected run), and
@@ -397,16 +397,24 @@ def _gpu_name() -> str:
     return f"{len(out)}x {name.strip() or out[0]} (driver {driver.strip()})"
 
 
-def _select(matrix, workloads, profilers):
+def _select(matrix, workloads, names):
     if workloads:
         unknown = set(workloads) - set(matrix)
         if unknown:
             raise SystemExit(f"unknown workload(s) {', '.join(sorted(unknown))}; known: {', '.join(matrix)}")
         matrix = {w: c for w, c in matrix.items() if w in workloads}
-    if profilers:
-        keep = set(profilers) | {"none"}  # ratios need the unprofiled run
-        # Named on the command line: never dropped for budget (priority 1).
-        matrix = {w: [(p, 1) for p, _ in c if p in keep] for w, c in matrix.items()}
+    if names:
+        try:
+            pairs = [n for n in names if profilers.paired(n)]
+        except ValueError as exc:
+            raise SystemExit(f"run.py: {exc}") from None
+        unknown = [n for n in names if n not in profilers.PROFILERS and n not in pairs]
+        if unknown:
+            raise SystemExit(f"run.py: unknown profiler(s) {', '.join(unknown)}; known: {', '.join(profilers.PROFILERS)}"
+                             f", or an in-process pair A{profilers.PAIR_SEP}B")
+        keep = set(names) | {"none"}  # ratios need the unprofiled run
+        # Named on the command line: never dropped for budget (priority 1); pairs join every workload.
+        matrix = {w: [(p, 1) for p, _ in c if p in keep] + [(p, 1) for p in pairs] for w, c in matrix.items()}
     return matrix
 
 
@@ -452,7 +460,7 @@ def main(argv=None) -> int:
     ap.add_argument("--budget", type=float, help="seconds for the whole run (default 450; quick 125; env PROTON_BENCH_BUDGET)")
     ap.add_argument("--target", type=float, help="seconds measured per run (default 1.0; quick 0.3)")
     ap.add_argument("--workloads", help="comma list (default all): " + ", ".join(MATRIX))
-    ap.add_argument("--profilers", help="comma list (default all; 'none' always runs)")
+    ap.add_argument("--profilers", help="comma list (default all; 'none' always runs); A/B runs both in one process")
     ap.add_argument("--gpus", type=int, default=1,
                     help="run workloads side by side, one lane per GPU with its own cores (whole matrix in one call)")
     ap.add_argument("--pairs", type=int, default=3,

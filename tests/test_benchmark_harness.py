@@ -80,6 +80,12 @@ def test_merge_joins_parts_of_a_split_run(tmp_path):
     twice = json.loads((tmp_path / "merged" / "bench.json").read_text())
     ratios = doc["summary"]["sleep"]["fake-ours"]["ratios"]
     assert sorted(twice["summary"]["sleep"]["fake-ours"]["ratios"]) == sorted(ratios * 2)
+    # A merged file merged again (pooling two split runs) keeps every round apart.
+    proc = subprocess.run(merge + [str(tmp_path / "merged" / "bench.json"), str(part / "bench.json")],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    pooled = json.loads((tmp_path / "merged" / "bench.json").read_text())
+    assert sorted(pooled["summary"]["sleep"]["fake-ours"]["ratios"]) == sorted(ratios * 3)
     (tmp_path / "junk.json").write_text("[1, 2]")
     proc = subprocess.run(merge + [str(tmp_path / "junk.json")], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "run.py" in proc.stderr
@@ -111,5 +117,16 @@ def test_lane_assignment_balances_cost():
     four = assign(all_five, 4)
     assert sorted(w for lane in four for w in lane) == sorted(all_five)
     assert len(four) == 4 and ["triton_matmul", "jax"] in four
-    assert assign(all_five, 8) == [[w] for w in ["graph", "mlp", "launch", "jax", "triton_matmul"]]
+    assert assign(all_five, 8) == [[w] for w in ["mlp", "graph", "launch", "triton_matmul", "jax"]]
     assert assign(["launch"], 3) == [["launch"]]
+
+
+def test_profilers_option_adds_pairs_and_rejects_typos(tmp_path):
+    run = [sys.executable, os.path.join(BENCH, "run.py"), "--dry-run", "--rounds", "1", "--out", str(tmp_path)]
+    proc = subprocess.run(run + ["--profilers", "fake-ours/fake-floor"], capture_output=True, text=True, timeout=120)
+    doc = json.loads((tmp_path / "bench.json").read_text())
+    for workload in ("sleep", "nap"):
+        assert set(doc["summary"][workload]) == {"none", "fake-ours/fake-floor"}, proc.stdout
+        assert len(doc["summary"][workload]["fake-ours/fake-floor"]["floor_ratios"]) == 3  # --pairs default
+    proc = subprocess.run(run + ["--profilers", "fake-ours,fake-our"], capture_output=True, text=True, timeout=60)
+    assert proc.returncode != 0 and proc.stderr.strip().count("\n") == 0 and "fake-our" in proc.stderr
