@@ -81,6 +81,14 @@ DriverApi& driver() {
   return drv;
 }
 
+// Wait for the calling thread's current context, if it has one.
+void sync_current_context() {
+  DriverApi& d = driver();
+  CUcontext ctx = nullptr;
+  if (d.cuCtxGetCurrent && d.cuCtxSynchronize && d.cuCtxGetCurrent(&ctx) == CUDA_SUCCESS && ctx != nullptr)
+    d.cuCtxSynchronize();
+}
+
 std::string result_text(CUptiResult r) {
   const char* s = nullptr;
   if (api.cuptiGetResultString != nullptr) api.cuptiGetResultString(r, &s);
@@ -244,10 +252,7 @@ void start_profiling(bool graph_nodes) {
 void stop_profiling(bool detach) {
   std::lock_guard<std::mutex> g(state_mu);
   if (subscriber == nullptr) return;
-  DriverApi& d = driver();
-  CUcontext ctx = nullptr;
-  if (d.cuCtxGetCurrent && d.cuCtxSynchronize && d.cuCtxGetCurrent(&ctx) == CUDA_SUCCESS && ctx != nullptr)
-    d.cuCtxSynchronize();  // no kernel may still owe a record when CUPTI detaches
+  sync_current_context();  // no kernel may still owe a record when CUPTI detaches
   api.cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
   if (activity_on) api.cuptiActivityDisable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
   activity_on = false;
@@ -262,10 +267,7 @@ void stop_profiling(bool detach) {
 void flush_activity() {
   std::lock_guard<std::mutex> g(state_mu);
   if (subscriber == nullptr) return;
-  DriverApi& d = driver();
-  CUcontext ctx = nullptr;
-  if (d.cuCtxGetCurrent && d.cuCtxSynchronize && d.cuCtxGetCurrent(&ctx) == CUDA_SUCCESS && ctx != nullptr)
-    d.cuCtxSynchronize();  // kernels still running have no record yet
+  sync_current_context();  // kernels still running have no record yet
   api.cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
 }
 

@@ -14,7 +14,6 @@ namespace proton_cupti {
 
 namespace {
 
-// What the hot path needs about the calling thread, without any lookup.
 // One frame of the previous launch's stack and the trie node it led to.
 struct FrameMemo {
   void* code;
@@ -22,6 +21,7 @@ struct FrameMemo {
   uint32_t node;
 };
 
+// What the hot path needs about the calling thread, without any lookup.
 struct ThreadState {
   uint64_t ctx = 0;          // core context id, from set_context
   uint64_t cached_ctx = ~0ull;
@@ -31,9 +31,8 @@ struct ThreadState {
   // Python frames on: the previous launch's stack, outermost first.
   std::vector<FrameMemo> stack;
   uint32_t stack_gen = 0;
-  uint64_t leaf_ctx = 0;
+  uint64_t leaf_ctx = ~0ull;  // context of leaf_node; ~0: none yet in this generation
   uint32_t leaf_node = 0;
-  bool leaf_valid = false;
 };
 thread_local ThreadState tls;
 
@@ -181,41 +180,41 @@ uint32_t Recorder::raw_frames_node(uint32_t gen) {
   if (t.stack_gen != gen) {
     t.stack.clear();
     t.stack_gen = gen;
-    t.leaf_valid = false;
+    t.leaf_ctx = ~0ull;
   }
   size_t same = 0, limit = std::min<size_t>(size_t(n), t.stack.size());
   while (same < limit && t.stack[same].code == frames[n - 1 - same].code &&
          t.stack[same].lasti == frames[n - 1 - same].lasti)
     ++same;
-  if (same == size_t(n) && same == t.stack.size() && t.leaf_valid && t.leaf_ctx == t.ctx) return t.leaf_node;
+  if (same == size_t(n) && same == t.stack.size() && t.leaf_ctx == t.ctx) return t.leaf_node;
 
+  std::unique_lock<std::mutex> lock(trie_mu_);
   // Code objects seen for the first time are referenced and classified, which
-  // needs the GIL; take it before the trie lock (lock order: GIL, then trie).
+  // needs the GIL.  Lock order is GIL, then trie: only in that rare case is the
+  // trie lock let go to take the GIL first.
   bool need_gil = false;
-  {
-    std::lock_guard<std::mutex> g(trie_mu_);
-    for (int i = n - 1 - int(same); i >= 0 && !need_gil; --i)
-      need_gil = code_index_.find(static_cast<PyObject*>(frames[i].code)) == code_index_.end();
-  }
+  for (int i = n - 1 - int(same); i >= 0 && !need_gil; --i)
+    need_gil = code_index_.find(static_cast<PyObject*>(frames[i].code)) == code_index_.end();
   bool take = need_gil && Py_IsInitialized() && !PyGILState_Check();
   PyGILState_STATE gil{};
-  if (take) gil = PyGILState_Ensure();
-  {
-    std::lock_guard<std::mutex> g(trie_mu_);
-    t.stack.resize(same);
-    uint32_t parent = same ? t.stack.back().node : 0;
-    for (int i = n - 1 - int(same); i >= 0; --i) {
-      PyObject* code = static_cast<PyObject*>(frames[i].code);
-      uint32_t idx = code_index_locked(code);
-      if (!codes_[idx].internal)
-        parent = intern_locked(parent, kNodeFrame, (uint64_t(idx) << 32) | kLastiBit | uint32_t(frames[i].lasti));
-      t.stack.push_back(FrameMemo{frames[i].code, frames[i].lasti, parent});
-    }
-    t.leaf_node = intern_locked(parent, kNodeContext, t.ctx);
+  if (take) {
+    lock.unlock();
+    gil = PyGILState_Ensure();
+    lock.lock();
   }
+  t.stack.resize(same);
+  uint32_t parent = same ? t.stack.back().node : 0;
+  for (int i = n - 1 - int(same); i >= 0; --i) {
+    PyObject* code = static_cast<PyObject*>(frames[i].code);
+    uint32_t idx = code_index_locked(code);
+    if (!codes_[idx].internal)
+      parent = intern_locked(parent, kNodeFrame, (uint64_t(idx) << 32) | kLastiBit | uint32_t(frames[i].lasti));
+    t.stack.push_back(FrameMemo{frames[i].code, frames[i].lasti, parent});
+  }
+  t.leaf_node = intern_locked(parent, kNodeContext, t.ctx);
+  lock.unlock();
   if (take) PyGILState_Release(gil);
   t.leaf_ctx = t.ctx;
-  t.leaf_valid = true;
   return t.leaf_node;
 }
 
