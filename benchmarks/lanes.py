@@ -84,8 +84,8 @@ def _relay(stream, prefix: str) -> None:
             pass
 
 
-def run(h, matrix: dict, mode: dict, run_py: str) -> dict:
-    """Start one child run.py per lane, wait for all, return the joined bench document."""
+def run(h, matrix: dict, mode: dict, run_py: str) -> None:
+    """Start one child run.py per lane, wait for all, and save their joined figures through ``h``."""
     n = h.args.gpus
     if not h.args.dry_run:
         have = _gpu_count()
@@ -131,12 +131,10 @@ def run(h, matrix: dict, mode: dict, run_py: str) -> dict:
                 docs.append(json.load(f))
         except (OSError, ValueError) as exc:
             h.notes.append(f"lane {i} ({', '.join(lanes[i])}) left no results: exit {proc.returncode}, {exc}")
-    if not docs:
-        return {"meta": dict(h.meta, notes=h.notes, rounds_done=0), "plan": {}, "runs": [], "summary": {},
-                "fidelity": []}
-    doc = merge.merge(docs, label="lane")
-    doc["meta"].update({k: h.meta[k] for k in ("lanes", "argv", "budget_s", "rounds_asked", "host") if k in h.meta})
-    doc["meta"]["notes"] = h.notes + doc["meta"]["notes"]
-    doc["meta"]["title"] = (f"{h.meta['gpu']}, {h.meta['date']}, mode {h.meta['mode']}, {len(docs)} lanes side by side, "
-                            f"{doc['meta']['rounds_done']} rounds, {h.elapsed():.0f} s")
-    return doc
+    if docs:
+        joined = merge.merge(docs, label="lane")
+        h.runs, h.plan = joined["runs"], joined["plan"]
+        h.notes += joined["meta"]["notes"]
+        h.meta.update({k: joined["meta"][k] for k in ("versions", "parts", "rounds_done")})
+    h.meta["title"] += f", {len(docs)} lanes side by side, {h.meta['rounds_done']} rounds, {h.elapsed():.0f} s"
+    h.save(final=True)

@@ -124,7 +124,7 @@ class Harness:
             except OSError as exc:
                 return {"workload": workload, "profiler": profiler, "ok": False, "error": f"cannot start worker: {exc}"}
             self.current = proc
-            seen = measured = None
+            seen = None
             try:
                 while True:
                     rc = proc.poll()
@@ -139,12 +139,10 @@ class Harness:
                             self.exit_hangs[profiler] = self.exit_hangs.get(profiler, 0) + 1
                             rc = self._kill(proc)
                             break
-                    if finalize_limit is not None and os.path.exists(measured_path):
-                        measured = measured or now
-                        if now - measured > finalize_limit:
-                            note = f"timeout: finalize still running after {finalize_limit:g} s"
-                            rc = self._kill(proc)
-                            break
+                    if finalize_limit is not None and _age_s(measured_path) > finalize_limit:
+                        note = f"timeout: finalize still running after {finalize_limit:g} s"
+                        rc = self._kill(proc)
+                        break
                     if now - t > timeout:
                         note = f"timeout after {timeout:.0f} s"
                         rc = self._kill(proc)
@@ -166,7 +164,7 @@ class Harness:
             try:  # measured, then killed in a finalize that did not end: the overhead figure stands, the finalize cell says so
                 with open(measured_path) as f:
                     record = json.load(f)
-                record["finalize_killed_s"] = max(0.0, time.time() - os.path.getmtime(measured_path))
+                record["finalize_killed_s"] = max(0.0, _age_s(measured_path))
                 note = f"finalize cut ({note})"
             except (OSError, ValueError):
                 record = None
@@ -367,6 +365,14 @@ def _tail(path, n=4000) -> str:
         return ""
 
 
+def _age_s(path) -> float:
+    """Seconds since ``path`` was written; -inf when it does not exist."""
+    try:
+        return time.time() - os.path.getmtime(path)
+    except OSError:
+        return float("-inf")
+
+
 def _rc_text(rc) -> str:
     if rc is None:
         return "no exit status"
@@ -492,20 +498,13 @@ def main(argv=None) -> int:
 
     signal.signal(signal.SIGTERM, on_term)
     if args.gpus > 1:
-        doc = lanes.run(h, matrix, mode, os.path.abspath(__file__))
-        _write_json(os.path.join(h.out, "bench.json"), doc)
-        summary, fid, meta = doc["summary"], doc["fidelity"], doc["meta"]
-        if args.markdown:
-            with open(os.path.join(h.out, "bench.md"), "w") as f:
-                f.write(report.render_markdown(summary, fid, doc["plan"], meta))
-        runs, plan = doc["runs"], doc["plan"]
+        lanes.run(h, matrix, mode, os.path.abspath(__file__))
     else:
         run_serial(h, matrix, mode)
-        summary, fid, meta, runs, plan = h.summary, h.fid, h.meta, h.runs, h.plan
 
-    text = report.render_text(summary, fid, plan, meta)
+    text = report.render_text(h.summary, h.fid, h.plan, h.meta)
     if args.markdown:
-        print("\n" + report.render_markdown(summary, fid, plan, meta))
+        print("\n" + report.render_markdown(h.summary, h.fid, h.plan, h.meta))
     print("\n" + text, flush=True)
     print(f"raw figures: {os.path.join(h.out, 'bench.json')}" +
           (f", markdown: {os.path.join(h.out, 'bench.md')}" if args.markdown else ""))
@@ -516,7 +515,7 @@ def main(argv=None) -> int:
             print(f"DRY RUN CHECK FAILED: {p}")
         print("dry run: plumbing OK" if not problems else "dry run: FAILED")
         return 1 if problems else 0
-    return 0 if any(r.get("ok") for r in runs) else 1
+    return 0 if any(r.get("ok") for r in h.runs) else 1
 
 
 def run_serial(h: Harness, matrix: dict, mode: dict) -> None:

@@ -64,11 +64,11 @@ if [ $BENCH -eq 1 ]; then
     echo "== benchmarks"
     bench_args=${PROTON_BENCH_ARGS:-}
     # Every GPU gets a lane of workloads, so the whole matrix fits one call (run.py --gpus).
+    gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ' || true)
     case " $bench_args " in
       *" --gpus "*) ;;
-      *) bench_args="--gpus $(nvidia-smi -L 2>/dev/null | grep -c '^GPU ' || true) $bench_args" ;;
+      *) [ "${gpus:-0}" -gt 1 ] && bench_args="--gpus $gpus $bench_args" ;;
     esac
-    bench_args=${bench_args/--gpus 0 /}
     # shellcheck disable=SC2086 # a list of words on purpose
     $PY benchmarks/run.py --out "$OUT" --markdown $bench_args 2>&1 | tee "$OUT/bench.log"
     [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
