@@ -5,7 +5,7 @@
 
 Every (workload, profiler) measurement runs in its own process (worker.py).
 Rounds are interleaved -- each round runs every profiler once per workload, in
-rotating order -- and each profiled time is divided by the same round's
+a balanced order (``balanced_order``) -- and each profiled time is divided by the same round's
 unprofiled time, because these machines drift by tens of percent between
 processes.  A time budget keeps the whole run bounded: measurement length is
 chosen from a calibration run, low-priority cells are dropped when the rounds
@@ -299,8 +299,7 @@ class Harness:
                 if entry.get("error"):
                     continue
                 cells = entry["profilers"]
-                shift = rnd % len(cells)
-                order = cells[shift:] + cells[:shift]
+                order = balanced_order(cells, rnd)
                 guess = block_s.get(w, sum(self.est_run_s(entry, p) for p in cells))
                 if (rnd > 0 and self.elapsed() + guess > mode["budget"]) or self.elapsed() > mode["budget"]:
                     partial = any(r["round"] == rnd for r in self.runs)
@@ -309,7 +308,8 @@ class Harness:
                     self.log(self.notes[-1])
                     return done
                 t = time.perf_counter()
-                for p in order:
+                prev = None  # the process that ran just before, within this round
+                for pos, p in enumerate(order):
                     if (w, p) in failed or timeouts.get(p, 0) >= 2:
                         continue
                     if p == "floor" and "PROTON_BENCH_FLOOR_ERROR" in self.env:  # no process to spend on it
@@ -324,7 +324,8 @@ class Harness:
                     tag = f"r{rnd}.{w}.{p}".replace(profilers.PAIR_SEP, "_vs_")  # a file name
                     rec = self.run_worker(w, p, tag, iters=entry["iters"], warmup=entry["warmup"],
                                           timeout=timeout, finalize_limit=mode["finalize_limit"])
-                    rec["round"] = rnd
+                    rec.update(round=rnd, position=pos, after=prev)
+                    prev = p
                     self.runs.append(rec)
                     self._progress(rec)
                     if not rec.get("ok") and p != "none":
@@ -353,6 +354,26 @@ class Harness:
                      f"{extra}{'  WARNING ' + rec['warning'] if rec.get('warning') else ''}")
         else:
             self.log(f"{head} FAILED: {report.first_line(rec.get('error'))}")
+
+
+def balanced_order(cells: list, rnd: int) -> list:
+    """Round ``rnd``'s running order: a Williams design, so across rounds every
+    cell runs in every position and directly after every other cell equally
+    often (over len(cells) rounds, twice that when the count is odd).  A plain
+    rotation would always run a cell right after the same neighbour, and any
+    effect one process leaves on the next would then pass for overhead."""
+    n = len(cells)
+    if n < 3:
+        return list(cells) if rnd % 2 == 0 or n < 2 else list(reversed(cells))
+    first, lo, hi = [0], 1, n - 1
+    while len(first) < n:
+        first.append(lo)
+        lo += 1
+        if len(first) < n:
+            first.append(hi)
+            hi -= 1
+    row = [cells[(i + rnd) % n] for i in first]
+    return row[::-1] if n % 2 and (rnd // n) % 2 else row
 
 
 def _tail(path, n=4000) -> str:

@@ -9,6 +9,7 @@ apart, and the outcome is written as JSON to ``--result`` (also on failure).
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import resource
@@ -70,19 +71,58 @@ def run_window(wl, prof, path, warmup, iters, calibrate=0.0):
     wl.prepare(scope)
     for _ in range(warmup):
         wl.step(scope)
-    t = time.perf_counter()
-    if calibrate > 0:  # run for a fixed time to learn the iteration cost
-        iters = 0
-        while time.perf_counter() - t < calibrate or iters < 2:
-            wl.step(scope)
-            iters += 1
-    else:
-        for _ in range(iters):
-            wl.step(scope)
-    measure_s = time.perf_counter() - t
+    steps = []  # each step's wall time: one clock read per step, against milliseconds of work
+    clock, step = time.perf_counter, wl.step
+    with GcWatch() as gc_watch:
+        t = last = clock()
+        while (len(steps) < iters) if calibrate <= 0 else (last - t < calibrate or len(steps) < 2):
+            step(scope)
+            now = clock()
+            steps.append(now - last)
+            last = now
+        measure_s = last - t
     wl.sync()
+    iters = len(steps)
     return {"iters": iters, "warmup": warmup, "measure_s": measure_s, "per_iter_s": measure_s / max(iters, 1),
-            "start_s": start_s}
+            "start_s": start_s, **step_stats(steps), **gc_watch.figures()}
+
+
+def step_stats(steps: list[float]) -> dict:
+    """Quantiles of the single steps: they tell a uniformly slower process from
+    one with a few long interruptions, which the window's mean cannot."""
+    if not steps:
+        return {}
+    q = statistics.quantiles(steps, n=10, method="inclusive") if len(steps) > 1 else steps * 9
+    return {"step_median_s": statistics.median(steps), "step_p10_s": q[0], "step_p90_s": q[8],
+            "step_max_s": max(steps)}
+
+
+class GcWatch:
+    """Python garbage collections inside the measured window, and their time:
+    a full collection over torch's heap takes milliseconds, so whether one
+    lands inside a short window moves its mean."""
+
+    def __init__(self):
+        self.counts, self.seconds, self._t = [0, 0, 0], 0.0, None
+
+    def _callback(self, phase, info):
+        if phase == "start":
+            self._t = time.perf_counter()
+        elif self._t is not None:
+            self.seconds += time.perf_counter() - self._t
+            self.counts[min(int(info.get("generation", 0)), 2)] += 1
+            self._t = None
+
+    def __enter__(self):
+        gc.callbacks.append(self._callback)
+        return self
+
+    def __exit__(self, *exc):
+        gc.callbacks.remove(self._callback)
+        return False
+
+    def figures(self) -> dict:
+        return {"gc_collections": list(self.counts), "gc_s": self.seconds}
 
 
 def finalize(prof) -> dict:

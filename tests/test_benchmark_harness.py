@@ -25,11 +25,35 @@ def test_dry_run_end_to_end(tmp_path):
     assert doc["meta"]["rounds_done"] == 3
     assert doc["summary"]["sleep"]["none"]["ratio_median"] == 1.0
     assert (tmp_path / "bench.md").read_text().startswith("## Proton overhead benchmark")
-    # every round ran every working profiler once, in rotating order
+    # every round ran every working profiler once, in a balanced order, and says what ran before
     orders = {}
     for run in doc["runs"]:
-        orders.setdefault(run["round"], []).append(run["profiler"])
-    assert orders[0][0] != orders[1][0]
+        ran = orders.setdefault((run["workload"], run["round"]), [])
+        assert run["after"] == (ran[-1] if ran else None)
+        ran.append(run["profiler"])
+    assert orders[("sleep", 0)][0] != orders[("sleep", 1)][0]
+    # single steps are timed: quantiles bracket the window's mean, time in Python's GC is counted
+    ok = [r for r in doc["runs"] if r.get("ok") and r["profiler"] == "none"]
+    assert ok and all(r["step_p10_s"] <= r["step_median_s"] <= r["step_p90_s"] <= r["step_max_s"] for r in ok)
+    assert all(r["step_p10_s"] <= r["per_iter_s"] <= r["step_max_s"] for r in ok)
+    assert all(len(r["gc_collections"]) == 3 and r["gc_s"] >= 0 for r in ok)
+
+
+def test_balanced_order_puts_every_cell_after_every_other_equally_often():
+    sys.path.insert(0, BENCH)
+    from run import balanced_order
+
+    for n in (2, 3, 4, 5, 7, 8):
+        cells = [f"p{i}" for i in range(n)]
+        rounds = [balanced_order(cells, r) for r in range(n if n % 2 == 0 else 2 * n)]
+        assert all(sorted(o) == cells for o in rounds)
+        follows = {}
+        for o in rounds:
+            for a, b in zip(o, o[1:]):
+                follows[(a, b)] = follows.get((a, b), 0) + 1
+        assert len(follows) == n * (n - 1) and len(set(follows.values())) == 1, (n, follows)
+        firsts = [o[0] for o in rounds]
+        assert len(set(firsts)) == n and len({firsts.count(c) for c in cells}) == 1
 
 
 def test_hatchet_kernel_totals(tmp_path):
