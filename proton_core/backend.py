@@ -63,6 +63,11 @@ class Backend:
     device_type = ""
     #: Whether this backend records device kernels at all.
     records_kernels = True
+    #: Optional: a callable doing what ``set_context`` does, called instead of it
+    #: on every scope enter/exit (e.g. the native function itself, to skip a
+    #: Python frame).  It gets a plain ``int`` and runs on the thread whose
+    #: context changed.  None: the core calls ``set_context``.
+    context_setter = None
 
     def start(self, mode: str | None) -> None:
         """Begin collecting; ``mode`` is the session's ``mode=`` string."""
@@ -77,11 +82,26 @@ class Backend:
         """Tag launches from now on with ``epoch`` (0: record nothing)."""
 
     def set_context(self, context_id: int) -> None:
-        """The calling thread's current core context id is now ``context_id``."""
+        """The calling thread's current core context id is now ``context_id``.
+
+        Leaving it (and ``context_setter``) alone tells the core the backend
+        ignores contexts: scopes then call nothing on it.
+        """
 
     def flush(self) -> Batch:
         """Deliver everything recorded since the last flush."""
         return Batch(device_type=self.device_type)
+
+
+def context_setter(backend):
+    """What the core calls with each new context id on this backend; None: nothing to call."""
+    fast = getattr(backend, "context_setter", None)
+    if fast is not None:
+        return fast
+    method = backend.set_context
+    if getattr(method, "__func__", None) is Backend.set_context:  # the no-op default
+        return None
+    return method
 
 
 def register_unavailable(register, name: str, reason: str, **options) -> None:

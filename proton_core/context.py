@@ -64,17 +64,25 @@ class ThreadContext(threading.local):
     """One thread's annotations: the scope stack, its state and its op."""
 
     def __init__(self) -> None:
-        self.stack: list[tuple[int, str]] = []  # (context id, scope name)
+        self.stack: list[tuple[int, str, int]] = []  # (context id, scope name, monotonic start ns)
         self.state: str | None = None
         self.op: str | None = None
         self.current = ROOT_ID
+        #: What each open ``scope``/``state`` object must undo on exit, innermost
+        #: last: (object, pushed a scope / the state it replaced, cpu start ns).
+        #: One list per thread rather than a ``threading.local`` per object: that
+        #: cost more than the whole scope.
+        self.opened: list[tuple[object, object, int]] = []
 
     def recompute(self) -> int:
-        ctx = self.stack[-1][0] if self.stack else ROOT_ID
-        if self.state is not None:
-            ctx = TREE.child(ctx, STATE, self.state)
-        if self.op is not None:
-            ctx = TREE.child(ctx, OP, self.op)
+        stack = self.stack
+        ctx = stack[-1][0] if stack else ROOT_ID
+        state = self.state
+        if state is not None:
+            ctx = TREE.child(ctx, STATE, state)
+        op = self.op
+        if op is not None:
+            ctx = TREE.child(ctx, OP, op)
         self.current = ctx
         return ctx
 

@@ -12,13 +12,14 @@ import functools
 import threading
 import time
 
-from .context import SCOPE, THREAD, TREE
+from .context import ROOT_ID, SCOPE, THREAD, TREE
 from .errors import ProtonError
 from .metrics import parse_metrics, parse_name
 from .data.trace import ScopeEvent
 from .session import MANAGER
 
 CPU_TIME = parse_name("cpu_time (ns)(exc)", allow_reserved=True)
+_now_ns = time.monotonic_ns
 
 
 def _check_name(name) -> None:
@@ -26,14 +27,69 @@ def _check_name(name) -> None:
         raise ProtonError(f"scope name must be a non-empty string, not {name!r}")
 
 
-def _record_trace(name: str, start_ns: int, path_of) -> None:
-    end = time.monotonic_ns()
+def _record_trace(name: str, start_ns: int) -> None:
+    """A closed scope becomes an event of every tracing session (data="trace")."""
+    end = _now_ns()
     tid = threading.get_native_id()
-    for session in MANAGER.active:
-        if session.data == "trace":
-            trace = session.profile.trace
-            trace.thread_names.setdefault(tid, threading.current_thread().name)
-            trace.scopes.append(ScopeEvent(path_of(session), name, tid, start_ns, end))
+    for session in MANAGER.tracing:
+        trace = session.profile.trace
+        trace.thread_names.setdefault(tid, threading.current_thread().name)
+        path = tuple(n for _, n in session.base.here())
+        trace.scopes.append(ScopeEvent(path, name, tid, start_ns, end))
+
+
+def _publish(t, innermost: int) -> None:
+    """Make this thread's current context the one under scope ``innermost`` and tell the backends."""
+    if t.state is None and t.op is None:
+        t.current = innermost
+    else:
+        innermost = t.recompute()
+    for setter in MANAGER.setters:
+        setter(innermost)
+
+
+def _push(name: str, ids: dict | None = None) -> int:
+    """Open scope ``name`` on this thread (profiling is on); ``ids`` caches parent id -> its id."""
+    t = THREAD
+    stack = t.stack
+    parent = stack[-1][0] if stack else ROOT_ID
+    ctx = ids.get(parent) if ids is not None else None
+    if ctx is None:
+        ctx = TREE.child(parent, SCOPE, name)
+        if ids is not None:
+            ids[parent] = ctx
+    stack.append((ctx, name, _now_ns()))
+    _publish(t, ctx)
+    return ctx
+
+
+def _mismatch(name: str, top: str):
+    raise ProtonError(
+        f"exit_scope({name!r}) does not match the innermost open scope {top!r}: exit scopes in reverse order"
+    )
+
+
+def _take_entry(obj) -> tuple:
+    """Remove and return ``obj``'s latest entry in this thread's ``opened`` list."""
+    opened = THREAD.opened
+    entry = opened.pop()
+    if entry[0] is not obj:  # interleaved generators: find this object's own entry
+        opened.append(entry)
+        entry = opened.pop(max(i for i, e in enumerate(opened) if e[0] is obj))
+    return entry
+
+
+def _pop(name: str | None) -> int:
+    """Close the innermost scope of this thread; ``name``, if given, must be its name."""
+    stack = THREAD.stack
+    ctx, top, start = stack[-1]
+    if name is not None and name != top:
+        _mismatch(name, top)
+    if MANAGER.tracing:
+        _record_trace(top, start)
+    stack.pop()
+    _publish(THREAD, stack[-1][0] if stack else ROOT_ID)
+    return ctx
 
 
 def enter_scope(name: str, *, triton_op: bool = False, metrics=None) -> int:
@@ -42,15 +98,14 @@ def enter_scope(name: str, *, triton_op: bool = False, metrics=None) -> int:
     parsed = parse_metrics(metrics)
     if not MANAGER.active:
         return -1
-    t = THREAD
     if triton_op:
+        t = THREAD
         t.op = name
         ctx = t.recompute()
+        for setter in MANAGER.setters:
+            setter(ctx)
     else:
-        ctx = TREE.child(t.stack[-1][0] if t.stack else 0, SCOPE, name)
-        t.stack.append((ctx, name, time.monotonic_ns()))
-        t.recompute()
-    MANAGER.notify_context(t.current)
+        ctx = _push(name)
     if parsed:
         MANAGER.add_metrics_here(parsed)
     return ctx
@@ -62,31 +117,28 @@ def exit_scope(name: str | None = None, *, triton_op: bool = False, metrics=None
     t = THREAD
     if triton_op:
         t.op = None
-        MANAGER.notify_context(t.recompute())
+        ctx = t.recompute()
+        for setter in MANAGER.setters:
+            setter(ctx)
         return -1
     if not t.stack:
         if MANAGER.active:
             raise ProtonError(f"exit_scope({name!r}) has no open scope on this thread: call enter_scope first")
         return -1
-    ctx, top, start = t.stack[-1]
-    if name is not None and name != top:
-        raise ProtonError(
-            f"exit_scope({name!r}) does not match the innermost open scope {top!r}: exit scopes in reverse order"
-        )
+    if name is not None and name != t.stack[-1][1]:
+        _mismatch(name, t.stack[-1][1])
     if parsed and MANAGER.active:
         MANAGER.add_metrics_here(parsed)
-    if MANAGER.active:
-        _record_trace(top, start, lambda s: tuple(n for _, n in s.base.here()))
-    t.stack.pop()
-    MANAGER.notify_context(t.recompute())
-    return ctx
+    return _pop(name)
 
 
 class scope:
     """A named region, as a context manager or a decorator.
 
     ``metrics`` (``{name: number}``) are added to the scope's node each time
-    it is entered.
+    it is entered.  One object may be entered again while open (recursion, a
+    decorated function) and from several threads: what each entry did is kept
+    on the entering thread (``ThreadContext.opened``), not on the object.
     """
 
     cpu_timed = False
@@ -96,23 +148,28 @@ class scope:
         parse_metrics(metrics)  # fail at the call, not later
         self.name = name
         self.metrics = metrics
-        self._local = threading.local()
+        self._ids: dict[int, int] = {}  # parent context id -> this scope's id under it (ids never change)
 
     def __enter__(self):
-        opened = enter_scope(self.name, metrics=self.metrics) != -1
-        stack = getattr(self._local, "opened", None)
-        if stack is None:
-            stack = self._local.opened = []
-        stack.append((opened, time.perf_counter_ns()))
+        opened = THREAD.opened
+        if not MANAGER.active:
+            opened.append((self, False, 0))
+            return self
+        _push(self.name, self._ids)
+        if self.metrics is not None:
+            parsed = parse_metrics(self.metrics)
+            if parsed:
+                MANAGER.add_metrics_here(parsed)
+        opened.append((self, True, time.perf_counter_ns() if self.cpu_timed else 0))
         return self
 
     def __exit__(self, *exc) -> None:
-        opened, start = self._local.opened.pop()
-        if not opened or not THREAD.stack:
+        _, pushed, start = _take_entry(self)
+        if not pushed or not THREAD.stack:
             return
         if self.cpu_timed and MANAGER.active:
             MANAGER.add_metrics_here([(CPU_TIME, time.perf_counter_ns() - start)])
-        exit_scope(self.name)
+        _pop(self.name)
 
     def __call__(self, func):
         @functools.wraps(func)
@@ -138,26 +195,24 @@ class state:
     def __init__(self, name: str) -> None:
         _check_name(name)
         self.name = name
-        self._local = threading.local()
 
     def __enter__(self):
         t = THREAD
-        saved = getattr(self._local, "saved", None)
-        if saved is None:
-            saved = self._local.saved = []
-        saved.append(t.state)
+        t.opened.append((self, t.state, 0))
         t.state = self.name
-        t.recompute()
+        ctx = t.recompute()
         if MANAGER.active:
-            MANAGER.notify_context(t.current)
+            for setter in MANAGER.setters:
+                setter(ctx)
         return self
 
     def __exit__(self, *exc) -> None:
         t = THREAD
-        t.state = self._local.saved.pop()
-        t.recompute()
+        t.state = _take_entry(self)[1]
+        ctx = t.recompute()
         if MANAGER.active:
-            MANAGER.notify_context(t.current)
+            for setter in MANAGER.setters:
+                setter(ctx)
 
     def __call__(self, func):
         @functools.wraps(func)

@@ -14,7 +14,7 @@ import threading
 import time
 
 from . import config
-from .backend import NODE_CAPTURED_AT, NODE_CONTEXT, NODE_FRAME, CAPTURED_AT
+from .backend import NODE_CAPTURED_AT, NODE_CONTEXT, NODE_FRAME, CAPTURED_AT, context_setter
 from .context import OP, THREAD
 from .contexts.base import CAPTURED
 from .data import Profile, Trace
@@ -133,6 +133,11 @@ class Manager:
         #: Snapshots read without the lock on the scope paths.
         self.active: tuple[Session, ...] = ()
         self.running: tuple[BackendState, ...] = ()
+        #: What the scope hot path calls with each new context id, one per running
+        #: backend that wants them (see ``backend.context_setter``).
+        self.setters: tuple = ()
+        #: The active sessions that record scope events (data="trace").
+        self.tracing: tuple[Session, ...] = ()
         self.cli_owned = False  # under `proton script.py`: user start/finalize are ignored
         self._warned_host = False
 
@@ -252,6 +257,8 @@ class Manager:
         """Recompute snapshots and give every backend a new epoch."""
         self.active = tuple(s for s in self.sessions.values() if s.active and not s.closed)
         self.running = tuple(self.backends.values())
+        self.setters = tuple(f for f in (context_setter(s.backend) for s in self.running) if f is not None)
+        self.tracing = tuple(s for s in self.active if s.data == "trace")
         for state in self.backends.values():
             members = tuple(s for s in state.sessions if s.active and not s.closed)
             if members:
@@ -342,8 +349,8 @@ class Manager:
 
     # -------------------------------------------------------------- scopes ----
     def notify_context(self, context_id: int) -> None:
-        for state in self.running:
-            state.backend.set_context(context_id)
+        for setter in self.setters:
+            setter(context_id)
 
     def add_metrics_here(self, parsed) -> None:
         for session in self.active:

@@ -192,6 +192,56 @@ def test_scopes_are_thread_safe_under_contention(tmp_path, fake):
     assert node(root, "loop", "t1", "k")["metrics"]["count"] == 800
 
 
+def test_one_scope_object_reused_by_recursion_and_threads(tmp_path, fake):
+    """What an entry must undo lives on the entering thread, not on the object."""
+    shared = proton.scope("shared")
+    before = proton.scope("before")
+    before.__enter__()  # opened while profiling is off: its exit must pop nothing
+    proton.start(str(tmp_path / "p"), backend="fake")
+
+    @shared
+    def recurse(n):
+        fake.launch("k", 1)
+        if n:
+            recurse(n - 1)
+
+    recurse(2)  # shared/k, shared/shared/k, shared/shared/shared/k
+    barrier = threading.Barrier(4)
+
+    def worker():
+        with shared:
+            barrier.wait()  # all four threads inside the same object at once
+            fake.launch("t", 1)
+
+    threads = [threading.Thread(target=worker) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+    with proton.state("s1"):
+        with proton.state("s2"):
+            fake.launch("in_s2", 1)
+        fake.launch("in_s1", 1)
+    fake.launch("after", 1)
+    before.__exit__(None, None, None)
+    assert THREAD_STACK() == []
+    proton.finalize()
+    root, _ = load(tmp_path / "p.hatchet")
+    assert node(root, "shared", "k")["metrics"]["count"] == 1
+    assert node(root, "shared", "shared", "shared", "k")["metrics"]["count"] == 1
+    assert node(root, "shared", "t")["metrics"]["count"] == 4
+    assert node(root, "s2", "in_s2")["metrics"]["count"] == 1
+    assert node(root, "s1", "in_s1")["metrics"]["count"] == 1
+    assert node(root, "after")["metrics"]["count"] == 1
+
+
+def THREAD_STACK():
+    from proton_core.context import THREAD
+
+    return list(THREAD.stack)
+
+
 def test_trace_data_writes_chrome_trace_with_flows(tmp_path, fake):
     proton.start(str(tmp_path / "t"), backend="fake", data="trace")
     with proton.scope("outer"):

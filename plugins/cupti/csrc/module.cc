@@ -43,6 +43,18 @@ py::dict device_dict(uint32_t ordinal) {
   return d;
 }
 
+// The scope hot path calls this on every enter and exit: a plain METH_O
+// function costs a fraction of a pybind11 call (no overload dispatch).
+PyObject* set_context_fast(PyObject*, PyObject* arg) {
+  unsigned long long ctx = PyLong_AsUnsignedLongLong(arg);
+  if (ctx == static_cast<unsigned long long>(-1) && PyErr_Occurred()) return nullptr;
+  Recorder::set_context(ctx);
+  Py_RETURN_NONE;
+}
+
+PyMethodDef set_context_def = {"set_context", set_context_fast, METH_O,
+                               "set_context(ctx): the calling thread's core context id is now ctx"};
+
 }  // namespace
 
 PYBIND11_MODULE(_cupti, m) {
@@ -68,7 +80,7 @@ PYBIND11_MODULE(_cupti, m) {
       py::arg("python_frames"), py::arg("trace"), py::arg("internal_dirs") = std::vector<std::string>{},
       py::arg("internal_files") = std::vector<std::string>{});
   m.def("set_epoch", [](uint32_t epoch) { recorder().set_epoch(epoch); });
-  m.def("set_context", [](uint64_t ctx) { Recorder::set_context(ctx); });
+  m.add_object("set_context", py::reinterpret_steal<py::object>(PyCFunction_NewEx(&set_context_def, nullptr, nullptr)));
   m.def("flush", [] { return flush_all(true); },
         "(nodes, records, events, dropped, device ids) recorded since the last flush");
   m.def("device_info", &device_dict, py::arg("ordinal"), "device properties through libcuda.so.1 ({} without it)");

@@ -53,6 +53,7 @@ class CuptiBackend(Backend):
         self.library = load_cupti()
         self._devices: dict[str, dict] = {}
         self._started = False
+        self.context_setter = self.native.set_context  # called by the scope hot path directly
 
     def start(self, mode):
         try:
@@ -75,7 +76,7 @@ class CuptiBackend(Backend):
         self.native.set_epoch(int(epoch))
 
     def set_context(self, context_id):
-        self.native.set_context(int(context_id))
+        self.native.set_context(int(context_id))  # same as context_setter, for callers holding the backend
 
     def flush(self):
         nodes, records, events, dropped, devices = self.native.flush()
