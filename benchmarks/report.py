@@ -39,8 +39,9 @@ def summarize(runs: list[dict], plan: dict) -> dict:
     out = {}
     for workload, wplan in plan.items():
         cells = {}
+        floor = next((p for p in FIDELITY_REFERENCES if p in wplan.get("profilers", [])), FLOOR)
         for prof in wplan.get("profilers", []):
-            ratios, floor_ratios, ok_runs, errors = [], [], [], []
+            ratios, floor_ratios, step_ratios, ok_runs, errors = [], [], [], [], []
             for rnd in rounds:
                 run = idx.get((rnd, workload, prof))
                 if run is None:
@@ -55,10 +56,12 @@ def summarize(runs: list[dict], plan: dict) -> dict:
                 if run.get("paired_ratios"):  # an in-process A/B: its own window pairs, not another process
                     floor_ratios.extend(run["paired_ratios"])
                     continue
-                ref = idx.get((rnd, workload, FLOOR))
-                if prof not in ("none", FLOOR) and ref and ref.get("ok") and ref.get("per_iter_s") \
+                ref = idx.get((rnd, workload, floor))
+                if prof not in ("none", floor) and ref and ref.get("ok") and ref.get("per_iter_s") \
                         and run.get("per_iter_s"):
                     floor_ratios.append(run["per_iter_s"] / ref["per_iter_s"])
+                    if run.get("step_median_s") and ref.get("step_median_s"):
+                        step_ratios.append(run["step_median_s"] / ref["step_median_s"])
             if not ok_runs and not errors and wplan.get("error"):
                 errors = ["not run: workload failed (see above)"]
             cell = {
@@ -71,6 +74,10 @@ def summarize(runs: list[dict], plan: dict) -> dict:
                 "floor_ratios": floor_ratios, "floor_ratio_median": _median(floor_ratios),
                 "floor_ratio_min": min(floor_ratios) if floor_ratios else None,
                 "floor_ratio_max": max(floor_ratios) if floor_ratios else None,
+                # the same with each run's median single step: blind to a few long interruptions
+                # (a full GC, the host stealing the core), which the window mean above counts
+                "step_floor_ratios": step_ratios, "step_floor_ratio_median": _median(step_ratios),
+                "gc_ms": _median([r["gc_s"] * 1e3 for r in ok_runs if r.get("gc_s") is not None]),
                 "per_iter_ms": _median([r.get("per_iter_s", 0) * 1e3 for r in ok_runs]),
                 "profile_bytes": _median([r.get("profile_bytes") for r in ok_runs]),
                 "finalize_ms": _median([r["finalize_s"] * 1e3 for r in ok_runs if r.get("finalize_s") is not None]),
@@ -186,13 +193,15 @@ def _table_rows(summary, plan):
             head += f" -- error: {first_line(wplan['error'])}"
         rows = []
         for prof, cell in cells.items():
-            rows.append([prof, overhead_cell(cell), floor_cell(cell), _fmt_bytes(cell["profile_bytes"]),
+            rows.append([prof, overhead_cell(cell), floor_cell(cell), _fmt(cell.get("step_floor_ratio_median"), ".3f"),
+                         _fmt(cell.get("gc_ms"), ".1f"), _fmt_bytes(cell["profile_bytes"]),
                          finalize_cell(cell), _fmt(cell["rss_mb"], ".0f"), str(cell["runs"])])
         blocks.append((head, rows))
     return blocks
 
 
-OVERHEAD_HEAD = ["profiler", "time / unprofiled: median [min-max]", "time / floor", "profile", "finalize ms", "peak RSS MB", "runs"]
+OVERHEAD_HEAD = ["profiler", "time / unprofiled: median [min-max]", "time / floor", "step median / floor",
+                 "GC ms in window", "profile", "finalize ms", "peak RSS MB", "runs"]
 FIDELITY_HEAD = ["workload", "profiler", "kernels (ref)", "count diff % (max abs)", "GPU time diff % (max abs)",
                  "exact rounds", "ref dropped"]
 

@@ -37,6 +37,10 @@ def test_dry_run_end_to_end(tmp_path):
     assert ok and all(r["step_p10_s"] <= r["step_median_s"] <= r["step_p90_s"] <= r["step_max_s"] for r in ok)
     assert all(r["step_p10_s"] <= r["per_iter_s"] <= r["step_max_s"] for r in ok)
     assert all(len(r["gc_collections"]) == 3 and r["gc_s"] >= 0 for r in ok)
+    # ... and both reach the table: the ratio of median steps to the floor's, and the GC time
+    cell = doc["summary"]["sleep"]["fake-ours"]
+    assert len(cell["step_floor_ratios"]) == 3 and 0.5 < cell["step_floor_ratio_median"] < 2
+    assert cell["gc_ms"] is not None and "step median / floor" in (tmp_path / "bench.md").read_text()
 
 
 def test_balanced_order_puts_every_cell_after_every_other_equally_often():
