@@ -7,12 +7,14 @@ min and max show how much of a difference is real.
 
 from __future__ import annotations
 
+import random
 import statistics
 
 FIDELITY_REFERENCES = ("floor", "fake-floor")
 PAIRED_NOTE = ("A/B rows: both profilers in one process, measured windows alternating (A B B A ...); "
                "their time / floor is the median over all window pairs of A's time over B's")
 FLOOR = "floor"
+CI_MIN_ROUNDS = 10  # fewer rounds: no interval is printed
 
 
 def first_line(text) -> str:
@@ -25,6 +27,19 @@ def first_line(text) -> str:
 def _median(values):
     values = [v for v in values if v is not None]
     return statistics.median(values) if values else None
+
+
+def median_ci(values, level=0.9, draws=4000, seed=0):
+    """Bootstrap interval of the median (seeded: the same figures give the same
+    interval).  Single rounds spread by tens of percent between processes, so the
+    interval, not the median alone, says whether a target is met."""
+    values = [v for v in values if v is not None]
+    if len(values) < CI_MIN_ROUNDS:
+        return None
+    rng = random.Random(seed)
+    meds = sorted(statistics.median(rng.choices(values, k=len(values))) for _ in range(draws))
+    tail = int(draws * (1 - level) / 2)
+    return meds[tail], meds[draws - 1 - tail]
 
 
 def _index(runs):
@@ -74,6 +89,7 @@ def summarize(runs: list[dict], plan: dict) -> dict:
                 "floor_ratios": floor_ratios, "floor_ratio_median": _median(floor_ratios),
                 "floor_ratio_min": min(floor_ratios) if floor_ratios else None,
                 "floor_ratio_max": max(floor_ratios) if floor_ratios else None,
+                "floor_ratio_ci90": median_ci(floor_ratios),
                 # the same with each run's median single step: blind to a few long interruptions
                 # (a full GC, the host stealing the core), which the window mean above counts
                 "step_floor_ratios": step_ratios, "step_floor_ratio_median": _median(step_ratios),
@@ -162,7 +178,9 @@ def overhead_cell(cell: dict) -> str:
 def floor_cell(cell: dict) -> str:
     if cell.get("floor_ratio_median") is None:
         return "-"
-    return f"{cell['floor_ratio_median']:.3f} [{cell['floor_ratio_min']:.3f}-{cell['floor_ratio_max']:.3f}]"
+    text = f"{cell['floor_ratio_median']:.3f} [{cell['floor_ratio_min']:.3f}-{cell['floor_ratio_max']:.3f}]"
+    ci = cell.get("floor_ratio_ci90")
+    return text + (f" (90% CI {ci[0]:.3f}-{ci[1]:.3f})" if ci else "")
 
 
 def finalize_cell(cell: dict) -> str:
@@ -200,7 +218,7 @@ def _table_rows(summary, plan):
     return blocks
 
 
-OVERHEAD_HEAD = ["profiler", "time / unprofiled: median [min-max]", "time / floor", "step median / floor",
+OVERHEAD_HEAD = ["profiler", "time / unprofiled: median [min-max]", "time / floor (median's bootstrap CI)", "step median / floor",
                  "GC ms in window", "profile", "finalize ms", "peak RSS MB", "runs"]
 FIDELITY_HEAD = ["workload", "profiler", "kernels (ref)", "count diff % (max abs)", "GPU time diff % (max abs)",
                  "exact rounds", "ref dropped"]

@@ -158,3 +158,20 @@ def test_profilers_option_adds_pairs_and_rejects_typos(tmp_path):
         assert len(doc["summary"][workload]["fake-ours/fake-floor"]["floor_ratios"]) == 3  # --pairs default
     proc = subprocess.run(run + ["--profilers", "fake-ours,fake-our"], capture_output=True, text=True, timeout=60)
     assert proc.returncode != 0 and proc.stderr.strip().count("\n") == 0 and "fake-our" in proc.stderr
+
+
+def test_median_interval_is_reproducible_and_brackets_the_median():
+    sys.path.insert(0, BENCH)
+    from report import median_ci
+
+    import random
+    import statistics
+
+    rng = random.Random(3)
+    values = [rng.gauss(1.0, 0.15) for _ in range(40)]
+    lo, hi = median_ci(values)
+    assert lo < statistics.median(values) < hi and hi - lo < 0.2
+    assert median_ci(values) == (lo, hi)  # seeded: a re-rendered report prints the same interval
+    assert median_ci(values[:9]) is None  # too few rounds for an interval
+    wide = median_ci([v * 3 - 2 for v in values])  # three times the spread, a wider interval
+    assert wide[1] - wide[0] > 2 * (hi - lo)
