@@ -1,0 +1,40 @@
+"""Where the build finds cupti.h, cuda.h and crt/host_defines.h, and whether it needs wheels for them.
+
+A CUDA toolkit (CUDA_HOME, CUDA_PATH, /usr/local/cuda) comes first.  Without one,
+the nvidia-cuda-cupti / -runtime / -crt wheels become build requirements, so a
+plain ``pip install proton-cupti`` builds on a machine with no toolkit at all.
+``PROTON_CUPTI_HEADERS=wheels`` takes the wheels even when a toolkit is there.
+No third-party imports: this runs before the build requirements exist.
+"""
+
+from __future__ import annotations
+
+import os
+
+HEADERS = ("cupti.h", "cuda.h", os.path.join("crt", "host_defines.h"))
+# Headers of CUDA 13; the extension reads only what CUDA 12 and 13 share (libcupti is dlopen'ed).
+HEADER_WHEELS = ["nvidia-cuda-cupti>=13,<14", "nvidia-cuda-runtime>=13,<14", "nvidia-cuda-crt>=13,<14"]
+ENV_VAR = "PROTON_CUPTI_HEADERS"
+
+
+def toolkit_include_dirs(environ=os.environ) -> list[str]:
+    """Include directories of the CUDA toolkits that may hold the headers, in search order."""
+    roots = [environ.get("CUDA_HOME", ""), environ.get("CUDA_PATH", ""), "/usr/local/cuda"]
+    dirs = []
+    for root in roots:
+        if root:
+            dirs += [os.path.join(root, "include"), os.path.join(root, "extras", "CUPTI", "include")]
+    return list(dict.fromkeys(dirs))
+
+
+def toolkit_has_headers(environ=os.environ, isfile=os.path.isfile) -> bool:
+    """Whether every header is in some toolkit include directory."""
+    dirs = toolkit_include_dirs(environ)
+    return all(any(isfile(os.path.join(d, h)) for d in dirs) for h in HEADERS)
+
+
+def extra_build_requires(environ=os.environ, isfile=os.path.isfile) -> list[str]:
+    """The header wheels, when the toolkit cannot serve the build (or the user asked for them)."""
+    if environ.get(ENV_VAR, "").strip().lower() == "wheels":
+        return list(HEADER_WHEELS)
+    return [] if toolkit_has_headers(environ, isfile) else list(HEADER_WHEELS)
