@@ -102,8 +102,7 @@ def enter_scope(name: str, *, triton_op: bool = False, metrics=None) -> int:
         t = THREAD
         t.op = name
         ctx = t.recompute()
-        for setter in MANAGER.setters:
-            setter(ctx)
+        MANAGER.notify_context(ctx)
     else:
         ctx = _push(name)
     if parsed:
@@ -117,9 +116,7 @@ def exit_scope(name: str | None = None, *, triton_op: bool = False, metrics=None
     t = THREAD
     if triton_op:
         t.op = None
-        ctx = t.recompute()
-        for setter in MANAGER.setters:
-            setter(ctx)
+        MANAGER.notify_context(t.recompute())
         return -1
     if not t.stack:
         if MANAGER.active:
@@ -202,8 +199,7 @@ class state:
         t.state = self.name
         ctx = t.recompute()
         if MANAGER.active:
-            for setter in MANAGER.setters:
-                setter(ctx)
+            MANAGER.notify_context(ctx)
         return self
 
     def __exit__(self, *exc) -> None:
@@ -211,8 +207,7 @@ class state:
         t.state = _take_entry(self)[1]
         ctx = t.recompute()
         if MANAGER.active:
-            for setter in MANAGER.setters:
-                setter(ctx)
+            MANAGER.notify_context(ctx)
 
     def __call__(self, func):
         @functools.wraps(func)
