@@ -123,10 +123,10 @@ def exit_scope(name: str | None = None, *, triton_op: bool = False, metrics=None
             raise ProtonError(f"exit_scope({name!r}) has no open scope on this thread: call enter_scope first")
         return -1
     if name is not None and name != t.stack[-1][1]:
-        _mismatch(name, t.stack[-1][1])
+        _mismatch(name, t.stack[-1][1])  # before any metric lands
     if parsed and MANAGER.active:
         MANAGER.add_metrics_here(parsed)
-    return _pop(name)
+    return _pop(None)  # name checked above
 
 
 class scope:

@@ -8,6 +8,7 @@ import pytest
 
 import proton_core as proton
 from profile_helpers import load, node
+from proton_core.context import THREAD
 from proton_core.errors import ProtonError
 from proton_core.session import MANAGER
 
@@ -225,7 +226,7 @@ def test_one_scope_object_reused_by_recursion_and_threads(tmp_path, fake):
         fake.launch("in_s1", 1)
     fake.launch("after", 1)
     before.__exit__(None, None, None)
-    assert THREAD_STACK() == []
+    assert THREAD.stack == []
     proton.finalize()
     root, _ = load(tmp_path / "p.hatchet")
     assert node(root, "shared", "k")["metrics"]["count"] == 1
@@ -234,12 +235,6 @@ def test_one_scope_object_reused_by_recursion_and_threads(tmp_path, fake):
     assert node(root, "s2", "in_s2")["metrics"]["count"] == 1
     assert node(root, "s1", "in_s1")["metrics"]["count"] == 1
     assert node(root, "after")["metrics"]["count"] == 1
-
-
-def THREAD_STACK():
-    from proton_core.context import THREAD
-
-    return list(THREAD.stack)
 
 
 def test_trace_data_writes_chrome_trace_with_flows(tmp_path, fake):
