@@ -123,18 +123,19 @@ def plugin_rows() -> list[tuple[str, ...]]:
     from .plugins import get_plugins
 
     plugins = get_plugins()
-    registries = (plugins.backends, plugins.contexts, plugins.sinks)
     rows = []
-    for record in plugins.records.values():
-        provides = [reg.name for r in registries for reg in r.items.values() if reg.plugin == record.name]
+    for record in plugins.records:
+        provides = []
+        if record.loaded:
+            provides = [e.name for r in plugins.registries.values() for e in r.values() if e.plugin == record.name]
         status = record.status
         if status == "loaded":
             reasons = []
-            for reg in plugins.backends.items.values():
-                if reg.plugin != record.name or reg.options.get("available") is None:
+            for reg in plugins.backends.values():
+                if reg.plugin != record.name or reg.available is None:
                     continue
                 try:
-                    reason = reg.options["available"]()
+                    reason = reg.available()
                 except Exception as exc:  # a probe that breaks is itself a reason
                     reason = f"availability check failed: {type(exc).__name__}: {exc}"
                 if reason:

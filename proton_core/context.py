@@ -5,7 +5,7 @@ integer, and tells the backends the id current on each thread whenever it
 changes.  A backend stores that integer per launch; the names are looked up
 only when a profile is built.  A *context source* is a plugin that shapes
 paths: the base sources (``shadow``, ``python``) decide how a kernel's path is
-spelled; layered sources (``triton``, ``torch``, ``jax``, ``nvtx``) add to it.
+spelled; layered sources (``triton``, ``torch``, ``jax``) add to it.
 """
 
 from __future__ import annotations
@@ -90,6 +90,15 @@ class ThreadContext(threading.local):
 THREAD = ThreadContext()
 
 
+def reset_thread() -> None:
+    """Forget the calling thread's open scopes, state and op (tests)."""
+    THREAD.stack.clear()
+    THREAD.opened.clear()
+    THREAD.state = None
+    THREAD.op = None
+    THREAD.recompute()
+
+
 # ------------------------------------------------------------ python frames ----
 _internal_dirs: list[str] = [os.path.dirname(os.path.abspath(__file__)) + os.sep]
 _internal_files: set[str] = set()
@@ -110,6 +119,11 @@ def register_internal_path(path: str) -> None:
 
 
 _verdicts: dict[str, bool] = {}
+
+
+def internal_paths() -> tuple[list[str], list[str]]:
+    """(directories ending in os.sep, files) whose frames are hidden, for backends that filter natively."""
+    return list(_internal_dirs), sorted(_internal_files)
 
 
 def is_internal(filename: str) -> bool:

@@ -3,8 +3,11 @@
 Plugins never hand objects to the core through return values: each
 registration hook receives a ``register`` callback, so the core owns names,
 duplicate detection and error messages (the pattern of llm's
-``register_models``).  A plugin module implements any subset of these with
-``@proton_core.hookimpl``.
+``register_models``).  Each ``register`` takes the keyword options its
+docstring lists and nothing else; everything one plugin registers is
+published together or not at all.  A plugin module implements any subset of
+these with ``@proton_core.hookimpl``; the types it needs come from
+:mod:`proton_core.plugin_api`.
 """
 
 from __future__ import annotations
@@ -19,13 +22,14 @@ hookspec = pluggy.HookspecMarker("proton")
 def proton_register_backends(register):
     """Register device-activity backends.
 
-    Call ``register(name, factory, *, description="", priority=0, available=None)``.
-    ``factory()`` returns an object implementing :class:`proton_core.backend.Backend`
-    and may raise :class:`proton_core.errors.BackendUnavailable` with a reason.
+    Call ``register(name, factory, *, description="", priority=0, available=None, modes=())``.
+    ``factory()`` returns a :class:`proton_core.plugin_api.Backend` and may raise
+    :class:`proton_core.plugin_api.BackendUnavailable` with a reason.
     ``available()`` (optional, cheap, no side effects) returns ``None`` when
     the backend can run here or a string saying why not; automatic backend
     choice takes the available backend of highest positive ``priority`` and
-    falls back to ``host``.
+    falls back to ``host``.  ``modes`` lists the ``start(mode=...)`` values
+    (or prefixes) the backend accepts.
     """
 
 
@@ -37,8 +41,8 @@ def proton_register_contexts(register):
     Call ``register(name, factory, *, description="", base=False)``.
     A *base* source (``shadow``, ``python``) decides how a kernel's call path
     is spelled and is chosen with ``start(context=...)``.  Other sources are
-    layered on top with ``start(hook="a,b")`` (``triton``, ``torch``, ``jax``,
-    ``nvtx``); ``factory()`` returns a :class:`proton_core.context.ContextSource`.
+    layered on top with ``start(hook="a,b")`` (``triton``, ``torch``, ``jax``);
+    ``factory()`` returns a :class:`proton_core.plugin_api.ContextSource`.
     """
 
 
@@ -47,8 +51,8 @@ def proton_register_contexts(register):
 def proton_register_sinks(register):
     """Register output formats.
 
-    Call ``register(name, sink, *, extension, data=("tree",), description="")``.
-    ``sink(profile, path)`` writes a :class:`proton_core.data.profile.Profile`
+    Call ``register(name, writer, *, extension, data=("tree",), description="")``.
+    ``writer(profile, path)`` writes a :class:`proton_core.plugin_api.Profile`
     to ``path``; ``data`` names the data kinds (``tree``, ``trace``) it can write.
     """
 
@@ -56,12 +60,12 @@ def proton_register_sinks(register):
 # -------------------------------------------------------------- lifecycle ----
 @hookspec
 def proton_session_started(session):
-    """A session started; ``session`` is the live :class:`Session`."""
+    """A session started; ``session`` is the live :class:`proton_core.plugin_api.Session`."""
 
 
 @hookspec
 def proton_session_finalizing(session):
-    """A session is about to be written: last chance to add metrics."""
+    """A session is about to be written: last chance to add metrics to ``session.profile``."""
 
 
 @hookspec

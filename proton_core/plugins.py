@@ -2,18 +2,21 @@
 
 Built-in sinks, contexts and the host backend are listed in DEFAULT_PLUGINS
 and registered exactly like third-party plugins from the entry-point group
-``proton``.  Loading happens on first use, not at import.  A plugin that
-fails to import or to register is recorded with its reason (``proton
-plugins`` shows it) and never breaks ``import proton_core``.
+``proton``.  Loading happens on first use, not at import.  Each plugin's
+registration hooks are called through pluggy, for that plugin alone, into a
+:class:`~proton_core.registry.Staging`: a plugin whose hook raises or breaks
+the contract is recorded as failed with its reason (``proton plugins`` shows
+it), keeps nothing it registered, and never breaks ``import proton_core``.
 
-Environment: ``PROTON_DISABLE_PLUGINS=a,b`` blocks plugins by name;
-``PROTON_PLUGINS_AUTOLOAD=0`` skips entry-point plugins.
+Environment: ``PROTON_DISABLE_PLUGINS=a,b`` blocks plugins by name (except
+the ESSENTIAL built-ins); ``PROTON_PLUGINS_AUTOLOAD=0`` skips entry-point plugins.
 """
 
 from __future__ import annotations
 
 import importlib
 import os
+import sys
 import threading
 from dataclasses import dataclass, field
 from importlib import metadata
@@ -22,10 +25,12 @@ import pluggy
 
 from . import hookspecs
 from .errors import PluginError
+from .registry import Registry, Staging
 
 hookimpl = pluggy.HookimplMarker("proton")
 
 ENTRY_POINT_GROUP = "proton"
+CORE_DISTRIBUTION = "proton"
 
 DEFAULT_PLUGINS = (
     "proton_core.sinks.hatchet",
@@ -34,52 +39,30 @@ DEFAULT_PLUGINS = (
     "proton_core.contexts.shadow",
     "proton_core.contexts.python",
 )
+#: Built-ins every session needs (the fallback backend, the base contexts, the default format).
+ESSENTIAL = frozenset({"host", "shadow", "python", "hatchet"})
+
+#: (hook name, registry kind), in the order a plugin's hooks are called.
+REGISTRATION_HOOKS = (
+    ("proton_register_backends", "backend"),
+    ("proton_register_contexts", "context"),
+    ("proton_register_sinks", "sink"),
+)
 
 
 @dataclass
 class PluginRecord:
-    """What ``proton plugins`` shows for one plugin."""
+    """What ``proton plugins`` shows for one plugin (a failed one too)."""
 
     name: str
-    distribution: str = "proton"
+    distribution: str = CORE_DISTRIBUTION
     version: str = ""
     kinds: list = field(default_factory=list)
-    status: str = "loaded"  # loaded | disabled | failed: <reason>
+    status: str = "loaded"  # loaded | disabled (...) | failed: <reason>
 
-
-@dataclass
-class Registration:
-    name: str
-    obj: object
-    plugin: str
-    options: dict
-
-
-class Registry:
-    """Named things of one kind (backends, contexts or sinks)."""
-
-    def __init__(self, kind: str) -> None:
-        self.kind = kind
-        self.items: dict[str, Registration] = {}
-
-    def register_for(self, plugin: str, record: PluginRecord | None):
-        def register(name, obj, **options):
-            if not isinstance(name, str) or not name.isidentifier():
-                raise PluginError(f"plugin {plugin!r} registered a {self.kind} with the invalid name {name!r}")
-            if name in self.items:
-                other = self.items[name].plugin
-                raise PluginError(f"plugin {plugin!r} registered {self.kind} {name!r}, already registered by {other!r}")
-            self.items[name] = Registration(name, obj, plugin, options)
-            if record is not None and self.kind not in record.kinds:
-                record.kinds.append(self.kind)
-
-        return register
-
-    def get(self, name: str) -> Registration | None:
-        return self.items.get(name)
-
-    def names(self) -> list[str]:
-        return sorted(self.items)
+    @property
+    def loaded(self) -> bool:
+        return self.status == "loaded"
 
 
 class Plugins:
@@ -88,12 +71,22 @@ class Plugins:
     def __init__(self) -> None:
         self.pm = pluggy.PluginManager("proton")
         self.pm.add_hookspecs(hookspecs)
-        self.records: dict[str, PluginRecord] = {}
+        #: Every plugin seen, in load order; a name appears twice only when a second plugin failed on it.
+        self.records: list[PluginRecord] = []
         self.backends = Registry("backend")
         self.contexts = Registry("context")
         self.sinks = Registry("sink")
         self._loaded = False
         self._lock = threading.RLock()
+
+    @property
+    def registries(self) -> dict[str, Registry]:
+        return {"backend": self.backends, "context": self.contexts, "sink": self.sinks}
+
+    def record(self, name: str) -> PluginRecord | None:
+        """The record of the plugin that owns ``name``: the first one seen that did not fail, else the last."""
+        named = [r for r in self.records if r.name == name]
+        return next((r for r in named if not r.status.startswith("failed")), named[-1] if named else None)
 
     # ------------------------------------------------------------ loading ----
     def load(self) -> "Plugins":
@@ -102,75 +95,81 @@ class Plugins:
         with self._lock:
             if self._loaded:
                 return self
-            disabled = {n.strip() for n in os.environ.get("PROTON_DISABLE_PLUGINS", "").split(",") if n.strip()}
+            disabled = self._disabled()
+            version = _version(CORE_DISTRIBUTION)
             for module_name in DEFAULT_PLUGINS:
                 short = module_name.rsplit(".", 1)[-1]
-                self._add(short, lambda m=module_name: importlib.import_module(m), "proton", _version("proton"),
+                self._add(short, lambda m=module_name: importlib.import_module(m), CORE_DISTRIBUTION, version,
                           disabled)
             if os.environ.get("PROTON_PLUGINS_AUTOLOAD", "1").strip().lower() not in ("0", "false", "no", "off"):
                 for ep in _entry_points():
                     dist = ep.dist.name if ep.dist else "?"
-                    version = ep.dist.version if ep.dist else ""
-                    self._add(ep.name, ep.load, dist, version, disabled)
+                    self._add(ep.name, ep.load, dist, ep.dist.version if ep.dist else "", disabled)
             self._loaded = True
         return self
 
-    def _add(self, name, loader, dist, version, disabled) -> None:
-        if name in self.records:
-            self.records[name].status = f"failed: name {name!r} is used by two plugins"
-            return
-        record = self.records[name] = PluginRecord(name, dist, version)
+    @staticmethod
+    def _disabled() -> set[str]:
+        names = {n.strip() for n in os.environ.get("PROTON_DISABLE_PLUGINS", "").split(",") if n.strip()}
+        kept = sorted(names & ESSENTIAL)
+        if kept:
+            sys.stderr.write(f"proton: PROTON_DISABLE_PLUGINS cannot disable {', '.join(kept)}: built-ins every "
+                             "session needs; they stay enabled\n")
+        return names - ESSENTIAL
+
+    def _add(self, name, loader, dist, version, disabled) -> PluginRecord:
+        record = PluginRecord(name, dist, version)
+        owner = self.record(name)
+        self.records.append(record)
+        if owner is not None and not owner.status.startswith("failed"):
+            record.status = (f"failed: the plugin name {name!r} is taken by {owner.distribution} "
+                             f"{owner.version}".rstrip() + "; rename this plugin's entry point")
+            return record
         if name in disabled:
             record.status = "disabled (PROTON_DISABLE_PLUGINS)"
             self.pm.set_blocked(name)
-            return
+            return record
         try:
-            module = loader()
-            self.pm.register(module, name=name)
+            self.pm.register(loader(), name=name)
+            record.kinds = self._collect(name)
         except Exception as exc:  # a broken plugin must never break the core
-            record.status = f"failed: {type(exc).__name__}: {exc}".splitlines()[0]
-            return
-        self._collect(name, record)
-
-    def _collect(self, name: str, record: PluginRecord) -> None:
-        plugin = self.pm.get_plugin(name)
-        calls = (
-            ("proton_register_backends", self.backends),
-            ("proton_register_contexts", self.contexts),
-            ("proton_register_sinks", self.sinks),
-        )
-        for hook_name, registry in calls:
-            impl = getattr(plugin, hook_name, None)
-            if impl is None:
-                continue
-            before = dict(registry.items)
-            try:
-                impl(register=registry.register_for(name, record))
-            except Exception as exc:
-                registry.items = before
-                record.status = f"failed: {type(exc).__name__}: {exc}".splitlines()[0]
+            lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+            record.status = f"failed: {type(exc).__name__}: {'; '.join(lines)}"
+            if self.pm.get_plugin(name) is not None:
                 self.pm.unregister(name=name)
-                return
-        if not record.kinds:
-            record.kinds.append("lifecycle")
+        return record
+
+    def _collect(self, name: str) -> list[str]:
+        """Call ``name``'s registration hooks through pluggy and publish them all, or raise and keep none."""
+        plugin = self.pm.get_plugin(name)
+        unknown = sorted(c.name for c in self.pm.get_hookcallers(plugin) or () if c.spec is None)
+        if unknown:
+            raise PluginError(f"plugin {name!r} implements {', '.join(unknown)}, which is not a Proton hook "
+                              "(see proton_core.hookspecs)")
+        others = [p for p in self.pm.get_plugins() if p is not plugin]
+        staging = Staging(name, self.registries)
+        for hook_name, kind in REGISTRATION_HOOKS:
+            caller = self.pm.subset_hook_caller(hook_name, remove_plugins=others)
+            caller(register=staging.register_function(kind))
+        return staging.commit() or ["lifecycle"]
 
     def register(self, module, name: str | None = None, distribution: str = "(runtime)") -> None:
-        """Register a plugin object at run time (tests, notebooks)."""
+        """Register a plugin object at run time (tests, notebooks); raise PluginError if it fails."""
         self.load()
         name = name or getattr(module, "__name__", repr(module))
         with self._lock:
-            self._add(name, lambda: module, distribution, "", set())
-            record = self.records[name]
-        if record.status.startswith("failed"):
+            record = self._add(name, lambda: module, distribution, "", set())
+        if not record.loaded:
             raise PluginError(f"plugin {name!r} {record.status}")
 
     def unregister(self, name: str) -> None:
+        """Remove a plugin registered at run time, with everything it registered."""
         with self._lock:
-            for registry in (self.backends, self.contexts, self.sinks):
+            for registry in self.registries.values():
                 registry.items = {k: v for k, v in registry.items.items() if v.plugin != name}
             if self.pm.get_plugin(name) is not None:
                 self.pm.unregister(name=name)
-            self.records.pop(name, None)
+            self.records = [r for r in self.records if r.name != name]
 
     @property
     def hook(self):
@@ -178,8 +177,7 @@ class Plugins:
 
 
 def _entry_points():
-    eps = metadata.entry_points()
-    return eps.select(group=ENTRY_POINT_GROUP) if hasattr(eps, "select") else eps.get(ENTRY_POINT_GROUP, [])
+    return metadata.entry_points().select(group=ENTRY_POINT_GROUP)
 
 
 def _version(dist: str) -> str:

@@ -42,6 +42,15 @@ class BackendState:
 
 
 class Session:
+    """One profiling session, as lifecycle hooks see it.
+
+    Read-only for plugins: ``id``, ``name`` (output path without extension),
+    ``context`` (the base context's name), ``data`` (``tree``/``trace``),
+    ``backend`` (the backend's name), ``mode``, ``output_format``, ``active``
+    and ``profile`` (the :class:`~proton_core.data.Profile` being filled;
+    ``proton_session_finalizing`` may add metrics to ``profile.tree``).
+    """
+
     def __init__(self, sid, name, base_name, base, data, backend_state, mode, layers, output_format):
         self.id = sid
         self.name = name
@@ -160,8 +169,8 @@ class Manager:
         if not isinstance(name, str):
             raise ProtonError(f"name must be a string path such as 'profile', not {type(name).__name__}")
         base_reg = plugins.contexts.get(context)
-        if base_reg is None or not base_reg.options.get("base"):
-            bases = [n for n in plugins.contexts.names() if plugins.contexts.get(n).options.get("base")]
+        if base_reg is None or not base_reg.base:
+            bases = [e.name for e in plugins.contexts.values() if e.base]
             raise ProtonError(f"unknown context {context!r}: choose one of {', '.join(bases)}")
         if data not in DATA_KINDS:
             raise ProtonError(f"unknown data {data!r}: choose 'tree' (aggregated) or 'trace' (every event)")
@@ -170,8 +179,8 @@ class Manager:
         layers = []
         for hook_name in split_names(hook):
             reg = plugins.contexts.get(hook_name)
-            if reg is None or reg.options.get("base"):
-                layered = [n for n in plugins.contexts.names() if not plugins.contexts.get(n).options.get("base")]
+            if reg is None or reg.base:
+                layered = [e.name for e in plugins.contexts.values() if not e.base]
                 raise ProtonError(
                     f"unknown hook {hook_name!r}: installed hooks are {', '.join(layered) or 'none'} "
                     "(pip install proton[frameworks] for triton, torch and jax)"
@@ -179,8 +188,8 @@ class Manager:
             layers.append((hook_name, reg))
         with self.lock:
             state = self._backend(backend, mode)
-            base = base_reg.obj()
-            layer_objs = [(n, reg.obj()) for n, reg in layers]
+            base = base_reg.factory()
+            layer_objs = [(n, reg.factory()) for n, reg in layers]
             sid = self.next_id
             self.next_id += 1
             session = Session(sid, name, context, base, data, state, mode, layer_objs, output_format)
@@ -212,7 +221,7 @@ class Manager:
         reg = plugins.backends.get(name)
         if reg is None:
             raise ProtonError(f"unknown backend {name!r} (from {source}); {describe_backends(plugins)}")
-        modes = reg.options.get("modes", ())
+        modes = reg.modes
         if mode is not None and mode not in modes and not any(str(mode).startswith(m) for m in modes):
             raise ProtonError(
                 f"backend {name!r} has no mode {mode!r}; its modes are: {', '.join(modes) or 'none (omit mode)'}"
@@ -221,7 +230,7 @@ class Manager:
         if state is not None:
             return state
         try:
-            backend = reg.obj()
+            backend = reg.factory()
         except BackendUnavailable as exc:
             raise ProtonError(f"backend {name!r} cannot run here: {exc}") from None
         state = BackendState(name, backend, getattr(backend, "device_type", ""))
@@ -231,11 +240,10 @@ class Manager:
 
     def _auto_backend(self, plugins) -> str:
         reasons = []
-        for reg in sorted(plugins.backends.items.values(), key=lambda r: -r.options.get("priority", 0)):
-            if reg.options.get("priority", 0) <= 0:  # host and test backends are never auto-picked
+        for reg in sorted(plugins.backends.values(), key=lambda r: -r.priority):
+            if reg.priority <= 0:  # host and test backends are never auto-picked
                 continue
-            available = reg.options.get("available")
-            reason = available() if available else None
+            reason = reg.unavailable_reason()
             if reason is None:
                 return reg.name
             reasons.append(f"{reg.name}: {reason}")
@@ -326,6 +334,15 @@ class Manager:
             raise ProtonError(" | ".join(errors))
         return written
 
+    def reset(self) -> None:
+        """Close every session without writing it and hand start/finalize back to the program (tests)."""
+        with self.lock:
+            self.cli_owned = False
+            self._warned_host = False
+            self._close(list(self.sessions.values()), get_plugins())
+            self.sessions.clear()
+            self._refresh()
+
     def _close(self, sessions, plugins) -> None:
         """Detach sessions from their backends, flushing what they recorded."""
         closing = [s for s in sessions if not s.closed]
@@ -372,8 +389,8 @@ def check_format(output_format, data) -> None:
     reg = sinks.get(output_format) if isinstance(output_format, str) else None
     if reg is None:
         raise ProtonError(f"unknown output_format {output_format!r}: choose one of {', '.join(sinks.names())}")
-    if data not in reg.options.get("data", ("tree",)):
-        fit = [n for n in sinks.names() if data in sinks.get(n).options.get("data", ("tree",))]
+    if data not in reg.data:
+        fit = [e.name for e in sinks.values() if data in e.data]
         raise ProtonError(f"output_format {output_format!r} cannot write data={data!r}: use one of {', '.join(fit)}")
 
 
@@ -383,11 +400,11 @@ def output_path(name: str, extension: str) -> str:
 
 def write(session: Session, fmt: str, name: str, plugins) -> str:
     reg = plugins.sinks.get(fmt)
-    path = output_path(name, reg.options["extension"])
+    path = output_path(name, reg.extension)
     directory = os.path.dirname(os.path.abspath(path))
     tmp = os.path.join(directory, f".{os.path.basename(path)}.{os.getpid()}.tmp")
     try:
-        reg.obj(session.profile, tmp)
+        reg.writer(session.profile, tmp)
         os.replace(tmp, path)
     except OSError as exc:
         try:
@@ -403,10 +420,9 @@ def write(session: Session, fmt: str, name: str, plugins) -> str:
 
 def describe_backends(plugins) -> str:
     parts = []
-    for name in plugins.backends.names():
-        available = plugins.backends.get(name).options.get("available")
-        reason = available() if available else None
-        parts.append(name if reason is None else f"{name} (unavailable: {reason})")
+    for entry in sorted(plugins.backends.values(), key=lambda e: e.name):
+        reason = entry.unavailable_reason()
+        parts.append(entry.name if reason is None else f"{entry.name} (unavailable: {reason})")
     missing = [n for n in ("cupti", "roctracer", "instrumentation") if n not in plugins.backends.items]
     hint = f"; not installed: {', '.join(missing)} (pip install proton[<name>])" if missing else ""
     return f"installed backends: {', '.join(parts)}{hint}"

@@ -22,4 +22,4 @@ class ShadowContext(BaseContext):
 
 @hookimpl
 def proton_register_contexts(register):
-    register("shadow", ShadowContext, base=True, description="annotated scopes (proton.scope, state, NVTX)")
+    register("shadow", ShadowContext, base=True, description="annotated scopes (proton.scope, state, ops)")

@@ -5,8 +5,8 @@ import shutil
 
 import pytest
 
-from proton_core.errors import BackendUnavailable
-from proton_core.plugins import get_plugins
+from proton_core.plugin_api import BackendUnavailable
+from proton_core.testing import get_plugins
 from proton_cupti import libsearch, plugin
 
 CUPTI = next((c for c in libsearch.candidates() if os.sep in c), None)
@@ -14,8 +14,8 @@ CUPTI = next((c for c in libsearch.candidates() if os.sep in c), None)
 
 def test_registered_through_entry_point():
     reg = get_plugins().backends.get("cupti")
-    assert reg is not None and reg.options["priority"] == 100 and reg.options["modes"] == ()
-    assert reg.options["available"] is plugin.available
+    assert reg is not None and reg.priority == 100 and reg.modes == ()
+    assert reg.available is plugin.available
 
 
 def test_available_gives_a_reason_without_driver(monkeypatch):
@@ -81,7 +81,7 @@ def test_native_load_failure_lists_places(monkeypatch):
 
 def test_start_with_cupti_without_driver_is_one_line_error(tmp_path, monkeypatch):
     import proton_core as proton
-    from proton_core.errors import ProtonError
+    from proton_core.plugin_api import ProtonError
 
     monkeypatch.setattr(libsearch, "driver_reason", lambda: "no NVIDIA driver (libcuda.so.1 cannot be loaded)")
     with pytest.raises(ProtonError, match="cannot run here: no NVIDIA driver"):

@@ -14,7 +14,7 @@ torch = pytest.importorskip("torch")
 
 import proton_core as proton  # noqa: E402
 from fwtest import find_all, load, names, node  # noqa: E402
-from proton_core.context import THREAD  # noqa: E402
+from proton_core.plugin_api import open_scopes  # noqa: E402
 from proton_frameworks import torch_ops  # noqa: E402
 from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
 
@@ -115,7 +115,7 @@ def test_exception_in_forward_closes_scopes(tmp_path, fake):
     with proton.scope("outer"):
         with pytest.raises(ValueError):
             Boom()(torch.randn(2, 2))
-        assert [name for _, name, *_ in THREAD.stack] == ["outer"]
+        assert open_scopes() == ["outer"]
     proton.finalize()
 
 
@@ -131,7 +131,7 @@ def test_uninstall_removes_mode_and_hooks(tmp_path, fake):
     assert torch_ops.module_pre_hook not in nn_module._global_forward_pre_hooks.values()
     assert torch_ops.module_post_hook not in nn_module._global_forward_hooks.values()
     torch.mm(torch.ones(2, 2), torch.ones(2, 2))  # no session: runs plainly
-    assert THREAD.stack == []
+    assert open_scopes() == []
 
 
 def test_deactivated_session_opens_no_scopes(tmp_path, fake):
@@ -141,7 +141,7 @@ def test_deactivated_session_opens_no_scopes(tmp_path, fake):
 
     class Probe(torch.nn.Module):
         def forward(self, x):
-            seen.append(list(THREAD.stack))
+            seen.append(open_scopes())
             return x * 2
 
     Probe()(torch.ones(2))

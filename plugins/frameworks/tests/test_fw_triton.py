@@ -7,7 +7,7 @@ import pytest
 
 import proton_core as proton
 from fwtest import load, names, node
-from proton_core.context import THREAD
+from proton_core.plugin_api import current_op
 from proton_frameworks import triton_hook
 from proton_frameworks.triton_hook import launch_enter, launch_exit
 
@@ -129,7 +129,7 @@ def test_kernels_without_metadata_and_non_triton_kernels_are_untouched(tmp_path,
     launch(fake, "plain_triton_kernel")  # no launch_metadata function
     launch(fake, "matmul_kernel", matmul_metadata, {"M": 2, "N": 2, "K": 2})
     fake.launch("cublas_gemm", 10)  # not launched by Triton: after the exit hook
-    assert THREAD.op is None
+    assert current_op() is None
     proton.finalize()
     root, _ = load(tmp_path / "p.hatchet")
     assert sorted(names(root)) == ["cublas_gemm", "matmul_2x2x2", "plain_triton_kernel"]
@@ -170,7 +170,7 @@ def test_bad_metadata_raises_one_line_error_naming_the_kernel(tmp_path, fake, fa
     with pytest.raises(proton.ProtonError, match=r"launch_metadata of Triton kernel 'gemm'.*negative") as exc:
         launch_enter(bad)
     assert "\n" not in str(exc.value)
-    assert THREAD.op is None
+    assert current_op() is None
     with pytest.raises(proton.ProtonError, match="'count'.*reserved"):
         launch_enter(meta_for("k", lambda g, m, a: {"name": "gemm", "count": 3}))
 
@@ -222,8 +222,8 @@ def _old_triton(monkeypatch, version, owner_kind):
 def test_single_callable_slots_chain_user_hook_and_restore_it(tmp_path, fake, monkeypatch, kind):
     owner = _old_triton(monkeypatch, "3.3.1" if kind == "knobs" else "3.1.0", kind)
     seen = []
-    user_enter = lambda meta: seen.append(("user_enter", THREAD.op))  # noqa: E731
-    user_exit = lambda meta: seen.append(("user_exit", THREAD.op))  # noqa: E731
+    user_enter = lambda meta: seen.append(("user_enter", current_op()))  # noqa: E731
+    user_exit = lambda meta: seen.append(("user_exit", current_op()))  # noqa: E731
     owner.launch_enter_hook, owner.launch_exit_hook = user_enter, user_exit
     proton.start(str(tmp_path / "p"), backend="fake", hook="triton")
     assert owner.launch_enter_hook is not user_enter
@@ -249,9 +249,9 @@ def test_unsupported_triton_is_a_one_line_error_and_leaves_no_session(tmp_path, 
     with pytest.raises(proton.ProtonError, match=r"needs Triton 3\.0 or newer.*triton 2\.1\.0") as exc:
         proton.start(str(tmp_path / "p"), backend="fake", hook="triton")
     assert "\n" not in str(exc.value)
-    from proton_core.session import MANAGER
-    assert not MANAGER.sessions
-    assert triton_hook.TritonSource._users == 0
+    from proton_core.testing import open_session_ids
+    assert not open_session_ids()
+    assert triton_hook.HOOKS.users == 0
 
 
 def test_missing_triton_is_a_one_line_error(tmp_path, fake, monkeypatch):

@@ -9,13 +9,11 @@ from __future__ import annotations
 
 import os
 
-from proton_core import context as core_context
-from proton_core.backend import Backend, Batch
-from proton_core.errors import BackendUnavailable, ProtonError
+from proton_core.plugin_api import Backend, BackendUnavailable, Batch, ProtonError, internal_paths, register_internal_path
 
 from . import libsearch
 
-core_context.register_internal_path(os.path.dirname(os.path.abspath(__file__)))
+register_internal_path(os.path.dirname(os.path.abspath(__file__)))
 
 
 def native():
@@ -68,8 +66,7 @@ class CuptiBackend(Backend):
             self._started = False
 
     def configure(self, *, python_frames, trace):
-        dirs = [d for d in getattr(core_context, "_internal_dirs", [])]
-        files = sorted(getattr(core_context, "_internal_files", set()))
+        dirs, files = internal_paths()
         self.native.configure(bool(python_frames), bool(trace), dirs, files)
 
     def set_epoch(self, epoch):

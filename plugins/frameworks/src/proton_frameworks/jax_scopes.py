@@ -34,8 +34,7 @@ import re
 import sys
 import threading
 
-from proton_core.context import ContextSource
-from proton_core.errors import ProtonError
+from proton_core.plugin_api import ContextSource, ProtonError, SharedInstall
 
 _lock = threading.Lock()
 _texts: list[str] = []  # HLO texts observed, parsed lazily at rewrite time
@@ -173,51 +172,46 @@ def reset() -> None:
 
 
 # ------------------------------------------------------------- observer ----
-class _Observer:
-    """Wraps JAX's compile entry point while a jax session is open."""
+_warned = False
 
-    users = 0
-    original = None
-    wrapper = None
-    warned = False
 
-    @classmethod
-    def install(cls) -> None:
-        cls.users += 1
-        if cls.users > 1:
-            return
-        compiler = importlib.import_module("jax._src.compiler")
-        original = getattr(compiler, "compile_or_get_cached", None)
-        if original is None:
-            if not cls.warned:
-                cls.warned = True
-                sys.stderr.write("proton: this JAX has no compile_or_get_cached; hook='jax' maps only executables "
-                                 "given to proton_frameworks.jax_scopes.register()\n")
-            return
+def _observe():
+    """Wrap JAX's compile entry point so every executable compiled from now on is registered.
 
-        def compile_or_get_cached(*args, **kwargs):
-            executable = original(*args, **kwargs)
-            try:
-                for text in _hlo_texts(executable):
-                    register_hlo_text(text)
-            except Exception:  # observing must never break compilation
-                pass
-            return executable
+    Returns (compiler module, original, wrapper), or None where this JAX lacks the entry point.
+    """
+    global _warned
+    compiler = importlib.import_module("jax._src.compiler")
+    original = getattr(compiler, "compile_or_get_cached", None)
+    if original is None:
+        if not _warned:
+            _warned = True
+            sys.stderr.write("proton: this JAX has no compile_or_get_cached; hook='jax' maps only executables "
+                             "given to proton_frameworks.jax_scopes.register()\n")
+        return None
 
-        cls.original, cls.wrapper = original, compile_or_get_cached
-        compiler.compile_or_get_cached = compile_or_get_cached
+    def compile_or_get_cached(*args, **kwargs):
+        executable = original(*args, **kwargs)
+        try:
+            for text in _hlo_texts(executable):
+                register_hlo_text(text)
+        except Exception:  # observing must never break compilation
+            pass
+        return executable
 
-    @classmethod
-    def uninstall(cls) -> None:
-        if cls.users == 0:
-            return
-        cls.users -= 1
-        if cls.users or cls.wrapper is None:
-            return
-        compiler = importlib.import_module("jax._src.compiler")
-        if getattr(compiler, "compile_or_get_cached", None) is cls.wrapper:
-            compiler.compile_or_get_cached = cls.original
-        cls.original = cls.wrapper = None
+    compiler.compile_or_get_cached = compile_or_get_cached
+    return compiler, original, compile_or_get_cached
+
+
+def _unobserve(state) -> None:
+    if state is None:
+        return
+    compiler, original, wrapper = state
+    if getattr(compiler, "compile_or_get_cached", None) is wrapper:  # else someone wrapped it after us
+        compiler.compile_or_get_cached = original
+
+
+OBSERVER = SharedInstall(_observe, _unobserve)
 
 
 class JaxSource(ContextSource):
@@ -230,10 +224,10 @@ class JaxSource(ContextSource):
             importlib.import_module("jax")
         except ImportError:
             raise ProtonError("hook='jax' needs JAX: pip install jax (jax[cuda12] on NVIDIA GPUs)") from None
-        _Observer.install()
+        OBSERVER.acquire()
 
     def uninstall(self, session) -> None:
-        _Observer.uninstall()
+        OBSERVER.release()
 
     def rewrite(self, path, kernel):
         key = (path, kernel)

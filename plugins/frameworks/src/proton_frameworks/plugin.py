@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 
 from proton_core import hookimpl
-from proton_core.context import register_internal_path
+from proton_core.plugin_api import register_internal_path
 
 # The launch hook, dispatch mode and module hooks run inside the user's call
 # stack: keep their frames out of python-context paths.

@@ -25,10 +25,8 @@ from __future__ import annotations
 import threading
 import weakref
 
-from proton_core.context import THREAD, ContextSource
-from proton_core.errors import ProtonError
-from proton_core.scope import enter_scope, exit_scope
-from proton_core.session import MANAGER
+from proton_core.plugin_api import ContextSource, ProtonError, SharedInstall, enter_scope, exit_scope, is_active
+from proton_core.plugin_api import scope_depth
 
 
 def _torch():
@@ -68,7 +66,7 @@ def _make_mode(torch, base):
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             if kwargs is None:
                 kwargs = {}
-            if not self.enabled or not MANAGER.active:
+            if not self.enabled or not is_active():
                 return func(*args, **kwargs)
             name = op_name(func)
             node = current_node()
@@ -116,7 +114,7 @@ def module_name(parent, module) -> str:
 def module_pre_hook(module, args) -> None:
     stack = _modules.stack
     name = None
-    if MANAGER.active:
+    if is_active():
         name = module_name(stack[-1][0] if stack else None, module)
         if enter_scope(name) == -1:
             name = None
@@ -128,51 +126,50 @@ def module_post_hook(module, args, output) -> None:
     if not stack or stack[-1][0] is not module:
         return  # its pre hook ran before the hooks were installed
     _, name = stack.pop()
-    if name is not None and THREAD.stack:
+    if name is not None and scope_depth():
         exit_scope(name)
+
+
+def _install() -> dict:
+    torch, base, nn_module = _torch()
+    mode = _make_mode(torch, base)()
+    handles = [nn_module.register_module_forward_pre_hook(module_pre_hook)]
+    try:
+        handles.append(nn_module.register_module_forward_hook(module_post_hook, always_call=True))
+        mode.__enter__()
+    except Exception:
+        for h in handles:
+            h.remove()
+        raise
+    return {"mode": mode, "handles": handles, "thread": threading.get_ident(), "torch": torch}
+
+
+def _uninstall(state: dict) -> None:
+    for h in state["handles"]:
+        h.remove()
+    mode = state["mode"]
+    mode.enabled = False
+    torch = state["torch"]
+    get_mode = getattr(torch._C, "_get_dispatch_stack_at", None)
+    length = getattr(torch._C, "_len_torch_dispatch_stack", None)
+    on_top = (threading.get_ident() == state["thread"] and get_mode is not None and length is not None
+              and length() > 0 and get_mode(length() - 1) is mode)
+    if on_top:
+        mode.__exit__(None, None, None)
+    # Otherwise (finalized on another thread, or a mode entered after ours is still
+    # open) the mode stays on its thread's stack, disabled: it only passes calls through.
+
+
+MODE = SharedInstall(_install, _uninstall)
 
 
 class TorchSource(ContextSource):
     """Enters the dispatch mode and the module hooks while a session uses ``hook="torch"``."""
 
     name = "torch"
-    _users = 0
-    _state: dict = {}
 
     def install(self, session) -> None:
-        cls = TorchSource
-        if cls._users == 0:
-            torch, base, nn_module = _torch()
-            mode = _make_mode(torch, base)()
-            handles = [nn_module.register_module_forward_pre_hook(module_pre_hook)]
-            try:
-                handles.append(nn_module.register_module_forward_hook(module_post_hook, always_call=True))
-                mode.__enter__()
-            except Exception:
-                for h in handles:
-                    h.remove()
-                raise
-            cls._state = {"mode": mode, "handles": handles, "thread": threading.get_ident(), "torch": torch}
-        cls._users += 1
+        MODE.acquire()
 
     def uninstall(self, session) -> None:
-        cls = TorchSource
-        if cls._users == 0:
-            return
-        cls._users -= 1
-        if cls._users:
-            return
-        state, cls._state = cls._state, {}
-        for h in state["handles"]:
-            h.remove()
-        mode = state["mode"]
-        mode.enabled = False
-        torch = state["torch"]
-        get_mode = getattr(torch._C, "_get_dispatch_stack_at", None)
-        length = getattr(torch._C, "_len_torch_dispatch_stack", None)
-        on_top = (threading.get_ident() == state["thread"] and get_mode is not None and length is not None
-                  and length() > 0 and get_mode(length() - 1) is mode)
-        if on_top:
-            mode.__exit__(None, None, None)
-        # Otherwise (finalized on another thread, or a mode entered after ours is still
-        # open) the mode stays on its thread's stack, disabled: it only passes calls through.
+        MODE.release()

@@ -26,10 +26,8 @@ from __future__ import annotations
 import importlib
 import numbers
 
-from proton_core.context import THREAD, ContextSource
-from proton_core.errors import ProtonError
-from proton_core.scope import enter_scope, exit_scope
-from proton_core.session import MANAGER
+from proton_core.plugin_api import ContextSource, ProtonError, SharedInstall, current_op, enter_scope, exit_scope
+from proton_core.plugin_api import is_active
 
 #: Keys Triton itself puts in the launch metadata; never metrics.
 RESERVED_KEYS = frozenset({"name", "function", "stream"})
@@ -52,7 +50,7 @@ def _metrics_of(data: dict) -> dict:
 
 def launch_enter(meta) -> None:
     """Triton's enter hook: evaluate launch_metadata, open an op with its name and metrics."""
-    if not MANAGER.active:
+    if not is_active():
         return
     # A kernel without launch_metadata: its LazyDict holds only Triton's keys
     # and nothing to evaluate; its node is already named after the kernel.
@@ -68,7 +66,7 @@ def launch_enter(meta) -> None:
 
 def launch_exit(meta) -> None:
     """Triton's exit hook: close the op the enter hook opened, if any."""
-    if THREAD.op is not None:
+    if current_op() is not None:
         exit_scope(triton_op=True)
 
 
@@ -144,34 +142,34 @@ def hook_owner():
     )
 
 
+def _install_hooks() -> list:
+    owner, _ = hook_owner()
+    enter = _Slot(owner, "launch_enter_hook", launch_enter, user_first=True)
+    leave = _Slot(owner, "launch_exit_hook", launch_exit, user_first=False)
+    enter.install()
+    try:
+        leave.install()
+    except Exception:
+        enter.uninstall()
+        raise
+    return [enter, leave]
+
+
+def _uninstall_hooks(slots: list) -> None:
+    for slot in slots:
+        slot.uninstall()
+
+
+HOOKS = SharedInstall(_install_hooks, _uninstall_hooks)
+
+
 class TritonSource(ContextSource):
     """Installs the launch hooks while at least one session uses ``hook="triton"``."""
 
     name = "triton"
-    _users = 0
-    _slots: list = []
 
     def install(self, session) -> None:
-        cls = TritonSource
-        if cls._users == 0:
-            owner, _ = hook_owner()
-            enter = _Slot(owner, "launch_enter_hook", launch_enter, user_first=True)
-            leave = _Slot(owner, "launch_exit_hook", launch_exit, user_first=False)
-            enter.install()
-            try:
-                leave.install()
-            except Exception:
-                enter.uninstall()
-                raise
-            cls._slots = [enter, leave]
-        cls._users += 1
+        HOOKS.acquire()
 
     def uninstall(self, session) -> None:
-        cls = TritonSource
-        if cls._users == 0:
-            return
-        cls._users -= 1
-        if cls._users == 0:
-            for slot in cls._slots:
-                slot.uninstall()
-            cls._slots = []
+        HOOKS.release()

@@ -1,7 +1,7 @@
 """Registers the ``instrumentation`` backend, which says plainly that it cannot run yet."""
 
 from proton_core import hookimpl
-from proton_core.backend import register_unavailable
+from proton_core.plugin_api import register_unavailable
 
 
 @hookimpl

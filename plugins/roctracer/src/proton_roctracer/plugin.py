@@ -5,7 +5,7 @@ honest: users see why AMD profiling is missing instead of "unknown backend".
 """
 
 from proton_core import hookimpl
-from proton_core.backend import register_unavailable
+from proton_core.plugin_api import register_unavailable
 
 
 @hookimpl

@@ -1,0 +1,193 @@
+"""What plugins register: typed entries, and the staging that makes a plugin's registration atomic.
+
+Each kind has one ``register`` signature with explicit keyword options (see
+:mod:`proton_core.hookspecs`).  A plugin's registrations are collected in a
+:class:`Staging` while its hooks run and reach the registries only when every
+hook of that plugin returned and every call was valid: a plugin is either
+wholly in or wholly out.
+"""
+
+from __future__ import annotations
+
+import difflib
+import inspect
+from dataclasses import dataclass
+from typing import Callable
+
+from .errors import PluginError
+
+DATA_KINDS = ("tree", "trace")
+
+
+@dataclass(frozen=True)
+class BackendEntry:
+    """A device-activity backend: ``factory()`` returns a :class:`proton_core.plugin_api.Backend`."""
+
+    name: str
+    factory: Callable
+    plugin: str
+    description: str = ""
+    #: Automatic choice takes the available backend of highest positive priority.
+    priority: int = 0
+    #: ``available()`` -> None when the backend can run here, else a one-line reason.
+    available: Callable | None = None
+    #: Values (or prefixes) ``start(mode=...)`` accepts.
+    modes: tuple = ()
+
+    def unavailable_reason(self) -> str | None:
+        return self.available() if self.available is not None else None
+
+
+@dataclass(frozen=True)
+class ContextEntry:
+    """A context source: ``base`` ones are chosen with ``start(context=)``, others layered with ``hook=``."""
+
+    name: str
+    factory: Callable
+    plugin: str
+    description: str = ""
+    base: bool = False
+
+
+@dataclass(frozen=True)
+class SinkEntry:
+    """An output format: ``writer(profile, path)`` writes a :class:`proton_core.plugin_api.Profile`."""
+
+    name: str
+    writer: Callable
+    plugin: str
+    extension: str = ""
+    data: tuple = ("tree",)
+    description: str = ""
+
+
+def _backend(name, factory, *, description: str = "", priority: int = 0, available=None, modes=()):
+    """register(name, factory, *, description="", priority=0, available=None, modes=())"""
+
+
+def _context(name, factory, *, description: str = "", base: bool = False):
+    """register(name, factory, *, description="", base=False)"""
+
+
+def _sink(name, writer, *, extension: str, data=("tree",), description: str = ""):
+    """register(name, writer, *, extension, data=("tree",), description="")"""
+
+
+#: kind -> (signature the plugin calls, entry class)
+KINDS = {
+    "backend": (inspect.signature(_backend), BackendEntry),
+    "context": (inspect.signature(_context), ContextEntry),
+    "sink": (inspect.signature(_sink), SinkEntry),
+}
+
+
+class Registry:
+    """The committed entries of one kind, by name."""
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+        self.items: dict[str, object] = {}
+
+    def get(self, name: str):
+        return self.items.get(name)
+
+    def names(self) -> list[str]:
+        return sorted(self.items)
+
+    def values(self) -> list:
+        return list(self.items.values())
+
+
+class Staging:
+    """One plugin's registrations while its hooks run; nothing is visible until :meth:`commit`."""
+
+    def __init__(self, plugin: str, registries: dict[str, Registry]) -> None:
+        self.plugin = plugin
+        self.registries = registries
+        self.entries: list[tuple[str, object]] = []
+
+    def register_function(self, kind: str) -> Callable:
+        signature, _ = KINDS[kind]
+
+        def register(*args, **kwargs):
+            self.add(kind, *args, **kwargs)
+
+        register.__signature__ = signature
+        register.__doc__ = f"Register a {kind} of plugin {self.plugin!r}: {signature}"
+        return register
+
+    def add(self, kind: str, *args, **kwargs) -> None:
+        signature, entry_class = KINDS[kind]
+        self._check_options(kind, signature, kwargs)
+        try:
+            bound = signature.bind(*args, **kwargs)
+        except TypeError as exc:
+            raise self.error(f"called register() for a {kind} wrongly ({exc}); the signature is {signature}")
+        bound.apply_defaults()
+        values = dict(bound.arguments)
+        name = values["name"]
+        self._check_name(kind, name)
+        values = self._check_values(kind, name, values)
+        self.entries.append((kind, entry_class(plugin=self.plugin, **values)))
+
+    def commit(self) -> list[str]:
+        """Publish every staged entry; returns the kinds this plugin provides."""
+        kinds = []
+        for kind, entry in self.entries:
+            self.registries[kind].items[entry.name] = entry
+            if kind not in kinds:
+                kinds.append(kind)
+        return kinds
+
+    # ------------------------------------------------------------ checks ----
+    def error(self, message: str) -> PluginError:
+        return PluginError(f"plugin {self.plugin!r} {message}")
+
+    def _check_options(self, kind, signature, kwargs) -> None:
+        allowed = [p.name for p in signature.parameters.values() if p.kind is p.KEYWORD_ONLY]
+        for key in kwargs:
+            if key in signature.parameters:
+                continue
+            close = difflib.get_close_matches(key, allowed, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise self.error(f"registered a {kind} with the unknown option {key!r}{hint}; "
+                             f"{kind} options are: {', '.join(allowed)}")
+
+    def _check_name(self, kind: str, name) -> None:
+        if not isinstance(name, str) or not name.isidentifier():
+            raise self.error(f"registered a {kind} with the invalid name {name!r} (use a Python identifier)")
+        taken = self.registries[kind].get(name)
+        if taken is not None:
+            raise self.error(f"registered {kind} {name!r}, already registered by {taken.plugin!r}")
+        if any(k == kind and e.name == name for k, e in self.entries):
+            raise self.error(f"registered {kind} {name!r} twice")
+
+    def _check_values(self, kind: str, name: str, values: dict) -> dict:
+        what = f"{kind} {name!r}"
+        if not callable(values.get("factory", values.get("writer"))):
+            raise self.error(f"registered {what} with something that is not callable")
+        if not isinstance(values.get("description"), str):
+            raise self.error(f"registered {what} with a description that is not a string")
+        if kind == "backend":
+            if not isinstance(values["priority"], int) or isinstance(values["priority"], bool):
+                raise self.error(f"registered {what} with priority={values['priority']!r}: use an int")
+            if values["available"] is not None and not callable(values["available"]):
+                raise self.error(f"registered {what} with available={values['available']!r}: use a callable or None")
+            values["modes"] = self._names_tuple(what, "modes", values["modes"])
+        elif kind == "context":
+            if not isinstance(values["base"], bool):
+                raise self.error(f"registered {what} with base={values['base']!r}: use True or False")
+        else:
+            if not isinstance(values["extension"], str) or not values["extension"]:
+                raise self.error(f"registered {what} with extension={values['extension']!r}: use e.g. 'csv'")
+            data = self._names_tuple(what, "data", values["data"])
+            unknown = [d for d in data if d not in DATA_KINDS]
+            if unknown or not data:
+                raise self.error(f"registered {what} with data={values['data']!r}: use a subset of {DATA_KINDS}")
+            values["data"] = data
+        return values
+
+    def _names_tuple(self, what: str, option: str, value) -> tuple:
+        if isinstance(value, str) or not all(isinstance(v, str) for v in value):
+            raise self.error(f"registered {what} with {option}={value!r}: use a tuple of strings")
+        return tuple(value)
