@@ -186,10 +186,10 @@ class Manager:
                     "(pip install proton[frameworks] for triton, torch and jax)"
                 )
             layers.append((hook_name, reg))
+        base = base_reg.factory()  # before the backend starts: a source that cannot load leaves nothing running
+        layer_objs = [(n, reg.factory()) for n, reg in layers]
         with self.lock:
             state = self._backend(backend, mode)
-            base = base_reg.factory()
-            layer_objs = [(n, reg.factory()) for n, reg in layers]
             sid = self.next_id
             self.next_id += 1
             session = Session(sid, name, context, base, data, state, mode, layer_objs, output_format)

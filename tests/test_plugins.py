@@ -205,3 +205,18 @@ def test_third_party_sink_installs_and_writes(tmp_path):
     rows = (tmp_path / "prof.csv").read_text().splitlines()
     assert rows[0] == "path,bytes,count,flops16,time (ns)"
     assert rows[1:] == ["outer,12,0,,0", "outer/inner,,0,3,0"]
+
+
+def test_a_context_that_cannot_load_starts_no_backend(runtime_plugins):
+    from proton_core.testing import SyntheticBackend
+
+    def factory():
+        raise proton_core.ProtonError("hook 'broken_ctx' needs a framework that is missing")
+
+    runtime_plugins.append("ctx_broken")
+    get_plugins().register(plugin(proton_register_contexts=lambda register: register("broken_ctx", factory)),
+                           name="ctx_broken")
+    SyntheticBackend.instance = None
+    with pytest.raises(proton_core.ProtonError, match="needs a framework that is missing"):
+        proton_core.start("x", backend="fake", hook="broken_ctx")
+    assert SyntheticBackend.instance is None  # the backend was never created, so nothing runs without a session

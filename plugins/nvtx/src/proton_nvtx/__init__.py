@@ -1,1 +1,1 @@
-"""Proton's NVTX bridge (placeholder until its issue: registers nothing yet)."""
+"""Proton's NVTX bridge (not implemented yet: ``hook="nvtx"`` says so)."""

@@ -1,32 +1,14 @@
-"""Test support for Proton and its plugins: a pytest plugin with the synthetic backend.
-
-Load it with ``-p proton_core.testing`` (this repository's pytest settings
-do) or ``pytest_plugins = ["proton_core.testing"]`` in a top-level conftest.
-It gives:
-
-* the synthetic backend ``fake`` (:class:`SyntheticBackend`): a pure-Python
-  model of what a native backend does per launch, so attribution is checked
-  exactly on CPU; the ``fake`` fixture reaches the live instance;
-* an autouse fixture that leaves no session, scope or CLI ownership behind;
-* the ``gpu`` marker: such tests are skipped, with the reason, where no
-  CUDA GPU with a working CUPTI backend is present;
-* :func:`load_profile` and :func:`child` to read written profiles,
-  :func:`open_session_ids` and :func:`get_plugins` to inspect the core.
-"""
+"""The synthetic backend: the backend contract in pure Python, fed by explicit launches."""
 
 from __future__ import annotations
 
-import ctypes
-import functools
 import threading
 import time
 
-import pytest
-
-from .backend import NODE_CAPTURED_AT, NODE_CONTEXT, NODE_FRAME, Backend, Batch
-from .context import capture_frames, register_internal_path, reset_thread
-from .plugins import get_plugins, hookimpl
-from .session import MANAGER
+from ..backend import NODE_CAPTURED_AT, NODE_CONTEXT, NODE_FRAME, Backend, Batch
+from ..context import capture_frames, register_internal_path
+from ..plugins import hookimpl
+from .contract import Driver
 
 register_internal_path(__file__)
 
@@ -144,72 +126,11 @@ class SyntheticPlugin:
                  description="synthetic records for tests (proton_core.testing)")
 
 
-def use_synthetic_backend() -> None:
-    """Make ``backend="fake"`` available (idempotent)."""
-    plugins = get_plugins()
-    if plugins.backends.get("fake") is None:
-        plugins.register(SyntheticPlugin, name="synthetic_backend", distribution="proton (testing)")
+class SyntheticDriver(Driver):
+    """Drives a :class:`SyntheticBackend` for :class:`~proton_core.testing.contract.BackendContract`."""
 
+    def __init__(self) -> None:
+        self.backend = SyntheticBackend()
 
-def open_session_ids() -> list[int]:
-    """Ids of the sessions not finalized yet."""
-    return list(MANAGER.sessions)
-
-
-def reset() -> None:
-    """Close every session unwritten and clear the calling thread's scopes."""
-    MANAGER.reset()
-    reset_thread()
-
-
-# ---------------------------------------------------------------- fixtures ----
-@pytest.fixture(autouse=True)
-def proton_clean_manager():
-    """Every test starts with the synthetic backend and no session, and leaves none behind."""
-    use_synthetic_backend()
-    yield
-    reset()
-
-
-@pytest.fixture
-def fake():
-    """The synthetic backend: ``fake.backend`` is the live instance, ``fake.launch(...)`` launches."""
-
-    class Handle:
-        @property
-        def backend(self) -> SyntheticBackend:
-            return SyntheticBackend.instance
-
-        def launch(self, *args, **kwargs):
-            self.backend.launch(*args, **kwargs)
-
-    return Handle()
-
-
-# --------------------------------------------------------------------- gpu ----
-@functools.lru_cache(maxsize=None)
-def gpu_missing_reason() -> str | None:
-    """None when a CUDA GPU and the cupti backend are usable here, else why not."""
-    try:
-        cuda = ctypes.CDLL("libcuda.so.1")
-    except OSError:
-        return "no CUDA driver (libcuda.so.1) on this machine"
-    count = ctypes.c_int(0)
-    if cuda.cuInit(0) != 0 or cuda.cuDeviceGetCount(ctypes.byref(count)) != 0 or count.value == 0:
-        return "no CUDA GPU visible"
-    entry = get_plugins().backends.get("cupti")
-    if entry is None:
-        return "the cupti backend (proton-cupti) is not installed"
-    return entry.unavailable_reason()
-
-
-def pytest_configure(config):
-    config.addinivalue_line("markers", "gpu: needs an NVIDIA GPU with CUPTI (skipped elsewhere, with the reason)")
-
-
-def pytest_collection_modifyitems(config, items):
-    gpu_items = [item for item in items if "gpu" in item.keywords]
-    reason = gpu_missing_reason() if gpu_items else None
-    if reason:
-        for item in gpu_items:
-            item.add_marker(pytest.mark.skip(reason=f"needs an NVIDIA GPU with CUPTI: {reason}"))
+    def launch(self, kernel: str, duration_ns: int = 1000, device: int = 0) -> None:
+        self.backend.launch(kernel, duration_ns, device)

@@ -1,0 +1,107 @@
+"""Test support for Proton and its plugins: a pytest plugin with the synthetic backend.
+
+Load it with ``-p proton_core.testing`` (this repository's pytest settings
+do) or ``pytest_plugins = ["proton_core.testing"]`` in a top-level conftest.
+It gives:
+
+* the synthetic backend ``fake`` (:class:`SyntheticBackend`): a pure-Python
+  model of what a native backend does per launch, so attribution is checked
+  exactly on CPU; the ``fake`` fixture reaches the live instance;
+* :class:`BackendContract`, the test suite every backend must pass (subclass
+  it with a ``driver`` fixture; the synthetic and the native CUPTI recorder do);
+* an autouse fixture that leaves no session, scope or CLI ownership behind;
+* the ``gpu`` marker: such tests are skipped, with the reason, where no
+  CUDA GPU with a working CUPTI backend is present;
+* :func:`load_profile` and :func:`child` to read written profiles,
+  :func:`open_session_ids` and :func:`get_plugins` to inspect the core.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+
+import pytest
+
+from ..context import reset_thread
+from ..plugins import get_plugins
+from ..session import MANAGER
+from .contract import BackendContract, Driver
+from .synthetic import SyntheticBackend, SyntheticDriver, SyntheticPlugin
+
+__all__ = [
+    "SyntheticBackend", "SyntheticDriver", "BackendContract", "Driver", "use_synthetic_backend", "reset",
+    "open_session_ids", "get_plugins", "gpu_missing_reason", "load_profile", "child",
+]
+
+
+
+def use_synthetic_backend() -> None:
+    """Make ``backend="fake"`` available (idempotent)."""
+    plugins = get_plugins()
+    if plugins.backends.get("fake") is None:
+        plugins.register(SyntheticPlugin, name="synthetic_backend", distribution="proton (testing)")
+
+
+def open_session_ids() -> list[int]:
+    """Ids of the sessions not finalized yet."""
+    return list(MANAGER.sessions)
+
+
+def reset() -> None:
+    """Close every session unwritten and clear the calling thread's scopes."""
+    MANAGER.reset()
+    reset_thread()
+
+
+# ---------------------------------------------------------------- fixtures ----
+@pytest.fixture(autouse=True)
+def proton_clean_manager():
+    """Every test starts with the synthetic backend and no session, and leaves none behind."""
+    use_synthetic_backend()
+    yield
+    reset()
+
+
+@pytest.fixture
+def fake():
+    """The synthetic backend: ``fake.backend`` is the live instance, ``fake.launch(...)`` launches."""
+
+    class Handle:
+        @property
+        def backend(self) -> SyntheticBackend:
+            return SyntheticBackend.instance
+
+        def launch(self, *args, **kwargs):
+            self.backend.launch(*args, **kwargs)
+
+    return Handle()
+
+
+# --------------------------------------------------------------------- gpu ----
+@functools.lru_cache(maxsize=None)
+def gpu_missing_reason() -> str | None:
+    """None when a CUDA GPU and the cupti backend are usable here, else why not."""
+    try:
+        cuda = ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return "no CUDA driver (libcuda.so.1) on this machine"
+    count = ctypes.c_int(0)
+    if cuda.cuInit(0) != 0 or cuda.cuDeviceGetCount(ctypes.byref(count)) != 0 or count.value == 0:
+        return "no CUDA GPU visible"
+    entry = get_plugins().backends.get("cupti")
+    if entry is None:
+        return "the cupti backend (proton-cupti) is not installed"
+    return entry.unavailable_reason()
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "gpu: needs an NVIDIA GPU with CUPTI (skipped elsewhere, with the reason)")
+
+
+def pytest_collection_modifyitems(config, items):
+    gpu_items = [item for item in items if "gpu" in item.keywords]
+    reason = gpu_missing_reason() if gpu_items else None
+    if reason:
+        for item in gpu_items:
+            item.add_marker(pytest.mark.skip(reason=f"needs an NVIDIA GPU with CUPTI: {reason}"))
