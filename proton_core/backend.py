@@ -61,8 +61,6 @@ class Backend:
 
     #: Device type of the records ("CUDA", "HIP", or "" for host-only).
     device_type = ""
-    #: Whether this backend records device kernels at all.
-    records_kernels = True
     #: Optional: a callable doing what ``set_context`` does, called instead of it
     #: on every scope enter/exit (e.g. the native function itself, to skip a
     #: Python frame).  It gets a plain ``int`` and runs on the thread whose

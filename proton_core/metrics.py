@@ -24,10 +24,6 @@ TIME_KEY = "time (ns)"
 COUNT_KEY = "count"
 DEVICE_ID_KEY = "device_id"
 DEVICE_TYPE_KEY = "device_type"
-CPU_TIME_KEY = "cpu_time (ns)"
-
-#: Metrics the Triton launch hook documents; others are accepted too.
-FLOPS_WIDTHS = (8, 16, 32, 64)
 
 _NAME = re.compile(r"^\s*([^\s()]+)\s*(?:\(([^()]*)\))?\s*(?:\((inc|exc|pty)\))?\s*$")
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import sys
 import threading
-import time
 
 from . import config
 from .backend import NODE_CAPTURED_AT, NODE_CONTEXT, NODE_FRAME, CAPTURED_AT, context_setter
@@ -429,7 +428,3 @@ def describe_backends(plugins) -> str:
 
 
 MANAGER = Manager()
-
-
-def now_ns() -> int:
-    return time.monotonic_ns()

@@ -12,7 +12,6 @@ from ..plugins import hookimpl
 
 class HostBackend(Backend):
     device_type = ""
-    records_kernels = False
 
 
 @hookimpl

@@ -7,7 +7,7 @@ A path is a list of ``(kind, name)`` elements; kinds are the core's
 
 from __future__ import annotations
 
-from ..context import OP, STATE, THREAD, TREE, ContextSource
+from ..context import OP, STATE, TREE, ContextSource
 
 FRAME, CAPTURED = "frame", "captured_at"
 
@@ -29,7 +29,3 @@ class BaseContext(ContextSource):
 def annotations_only(context_id: int) -> list[tuple[str, str]]:
     """The state and op elements of a context (what the python context keeps)."""
     return [e for e in TREE.path(context_id) if e[0] in (STATE, OP)]
-
-
-def current_context() -> int:
-    return THREAD.current
