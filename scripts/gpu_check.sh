@@ -35,6 +35,9 @@ done
 
 echo "== install"
 status=0
+# proton-cupti with its test bindings (_test_launch_noop etc.), which the gpu tests
+# and probes drive; release wheels are built without them (PROTON_CUPTI_TESTING=OFF).
+export SKBUILD_CMAKE_DEFINE="${SKBUILD_CMAKE_DEFINE:+$SKBUILD_CMAKE_DEFINE;}PROTON_CUPTI_TESTING=ON"
 $PY -m pip install -q --no-build-isolation --no-deps -e . 2>&1 | tee "$OUT/install.log" || status=1
 for dir in plugins/*/; do
   [ -f "$dir/pyproject.toml" ] || continue
@@ -56,7 +59,7 @@ fi
 
 if [ $PROBES -eq 1 ]; then
   echo "== memory probes"
-  $PY plugins/cupti/tests/rss_graph_probe.py 2>&1 | tee "$OUT/rss_graph_probe.log"
+  $PY benchmarks/probes/rss_graph_probe.py 2>&1 | tee "$OUT/rss_graph_probe.log"
 fi
 
 if [ $BENCH -eq 1 ]; then

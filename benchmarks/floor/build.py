@@ -1,55 +1,40 @@
 """Build and locate the bare-CUPTI floor module at run time, on the machine that measures.
 
 Built with the plain compiler (no build system) so a broken toolchain shows one
-clear error and the harness carries on without the floor.  libcupti is found the
-way Proton finds it, preferring a copy the process has already loaded so the
-floor never brings a second CUPTI into a process.
+clear error and the harness carries on without the floor.  Headers and libcupti
+are found where Proton finds them (proton_cupti.cuda_paths), preferring a copy
+the process has already loaded so the floor never brings a second CUPTI into a
+process.
 """
 
 from __future__ import annotations
 
-import glob
 import os
 import shutil
 import subprocess
 import sys
 import sysconfig
 
+from proton_cupti import cuda_paths
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCE = os.path.join(HERE, "floor.cpp")
 MODULE = "_proton_floor"
+HEADERS = ("cupti.h", "cuda.h")
 
 
 class BuildError(RuntimeError):
     pass
 
 
-def _cuda_roots() -> list[str]:
-    roots = [os.environ.get(k) for k in ("CUDA_HOME", "CUDA_PATH")] + ["/usr/local/cuda"]
-    return [r for r in dict.fromkeys(roots) if r and os.path.isdir(r)]
-
-
-def _site_dirs() -> list[str]:
-    dirs = [sysconfig.get_paths().get(k) for k in ("purelib", "platlib")] + list(sys.path)
-    return [d for d in dict.fromkeys(dirs) if d and os.path.isdir(d)]
-
-
 def include_dirs() -> list[str]:
     """Directories holding cupti.h and cuda.h (toolkit first, then nvidia wheels)."""
-    candidates = []
-    for root in _cuda_roots():
-        candidates += [os.path.join(root, "include"), os.path.join(root, "extras", "CUPTI", "include")]
-    for site in _site_dirs():
-        candidates += sorted(glob.glob(os.path.join(site, "nvidia", "*", "include")))
-    found: dict[str, str] = {}
-    for d in candidates:
-        for header in ("cupti.h", "cuda.h"):
-            if header not in found and os.path.isfile(os.path.join(d, header)):
-                found[header] = d
-        if len(found) == 2:
-            return list(dict.fromkeys(found.values()))
-    missing = [h for h in ("cupti.h", "cuda.h") if h not in found]
-    raise BuildError(f"no {' or '.join(missing)} found (looked in {', '.join(candidates) or 'nothing'})")
+    found = cuda_paths.find_headers(HEADERS)
+    missing = [h for h in HEADERS if h not in found]
+    if missing:
+        looked = ", ".join(cuda_paths.header_dirs()) or "nothing"
+        raise BuildError(f"no {' or '.join(missing)} found (looked in {looked})")
+    return list(dict.fromkeys(found[h] for h in HEADERS))
 
 
 def python_include() -> str:
@@ -101,23 +86,9 @@ def loaded_cupti() -> str | None:
     return None
 
 
-def cupti_candidates() -> list[str]:
-    """libcupti paths in Proton's order: env, nvidia wheels, the toolkit, the loader."""
-    out = []
-    env = os.environ.get("PROTON_CUPTI_LIB_PATH")
-    if env:
-        out += sorted(glob.glob(os.path.join(env, "libcupti.so*")), reverse=True) if os.path.isdir(env) else [env]
-    for site in _site_dirs():
-        out += sorted(glob.glob(os.path.join(site, "nvidia", "*", "lib", "libcupti.so*")), reverse=True)
-    for root in _cuda_roots():
-        for sub in ("extras/CUPTI/lib64", "lib64", "lib", "targets/x86_64-linux/lib"):
-            out += sorted(glob.glob(os.path.join(root, sub, "libcupti.so*")), reverse=True)
-    return [p for p in dict.fromkeys(out) if os.path.isfile(p)]
-
-
 def find_cupti() -> str:
     """The libcupti the floor should dlopen; 'libcupti.so' leaves it to the loader."""
-    return loaded_cupti() or next(iter(cupti_candidates()), "libcupti.so")
+    return loaded_cupti() or next(iter(cuda_paths.libcupti_files()), "libcupti.so")
 
 
 if __name__ == "__main__":

@@ -1,19 +1,17 @@
 // Python bindings of the native backend: the few calls the core makes
-// (start/stop/configure/set_epoch/set_context/flush) plus test-only entries
-// that drive the same Recorder functions CUPTI's callbacks use.
+// (start/stop/configure/set_epoch/set_context/flush).  The test-only entries
+// live in testing.cc and exist only in PROTON_CUPTI_TESTING builds.
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include "bindings.h"
 #include "profiler.h"
-#include "pyframes.h"
 #include "recorder.h"
 
 namespace py = pybind11;
 using namespace proton_cupti;
 
-namespace {
-
-py::tuple flush_all(bool collect_activity) {
+py::tuple proton_cupti::flush_all(bool collect_activity) {
   if (collect_activity) {
     py::gil_scoped_release nogil;  // CUPTI's buffer thread must run while we wait
     flush_activity();
@@ -31,6 +29,8 @@ py::tuple flush_all(bool collect_activity) {
     events.append(py::make_tuple(e.epoch, e.node, e.kernel, e.device, e.stream, e.start, e.end, e.launch, e.tid));
   return py::make_tuple(nodes, records, events, out.dropped, out.devices);
 }
+
+namespace {
 
 py::dict device_dict(uint32_t ordinal) {
   py::dict d;
@@ -85,35 +85,7 @@ PYBIND11_MODULE(_cupti, m) {
         "(nodes, records, events, dropped, device ids) recorded since the last flush");
   m.def("device_info", &device_dict, py::arg("ordinal"), "device properties through libcuda.so.1 ({} without it)");
 
-  // ---- test-only: synthetic launches and records through the real code path ----
-  m.def("_test_reset", [] { recorder().reset(); });
-  m.def("_test_launch", [](uint32_t corr) { recorder().on_launch(corr); }, py::arg("corr"),
-        "what the launch callback does for correlation id `corr` on this thread");
-  m.def(
-      "_test_kernel",
-      [](uint32_t corr, const std::string& name, uint32_t device, uint32_t stream, uint64_t start, uint64_t end,
-         uint64_t graph_node_id) { recorder().on_kernel(corr, name.c_str(), device, stream, start, end, graph_node_id); },
-      py::arg("corr"), py::arg("name"), py::arg("device") = 0, py::arg("stream") = 7, py::arg("start") = 0,
-      py::arg("end") = 0, py::arg("graph_node_id") = 0, "feed one kernel activity record");
-  m.def(
-      "_test_start",
-      [](bool graph_nodes) {
-        recorder().reset();
-        start_profiling(graph_nodes);
-      },
-      py::arg("graph_nodes"), "start, optionally without the graph-node resource callbacks (diagnostics)");
-  m.def("_test_stop", [](bool detach) { stop_profiling(detach); }, py::arg("detach"),
-        py::call_guard<py::gil_scoped_release>(), "stop, optionally without cuptiFinalize (diagnostics)");
-  m.def("_test_launch_nogil", [](uint32_t corr) { recorder().on_launch(corr); }, py::arg("corr"),
-        py::call_guard<py::gil_scoped_release>(),
-        "as _test_launch, with the GIL released first (as PyTorch does around its launches)");
-  m.def("_test_raw_frames", [] { return proton_raw_frames_supported() != 0; },
-        "whether python frames are read from the interpreter directly (no GIL taken per launch)");
-  m.def("_test_graph_node", [](uint64_t id) { recorder().on_graph_node_created(id); });
-  m.def("_test_graph_clone", [](uint64_t id, uint64_t original) { recorder().on_graph_node_cloned(id, original); });
-  m.def("_test_flush", [] { return flush_all(false); });
-  m.def("_test_node_count", [] { return recorder().node_count(); });
-  m.def("_test_launch_noop", &launch_noop_loop, py::arg("n"), py::call_guard<py::gil_scoped_release>(),
-        "launch the empty kernel proton_noop n times through cuLaunchKernel; '' or the error");
-  m.attr("SLOTS") = Recorder::kSlots;
+#ifdef PROTON_CUPTI_TESTING
+  bind_testing(m);
+#endif
 }

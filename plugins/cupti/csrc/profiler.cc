@@ -6,10 +6,10 @@
 #include <dlfcn.h>
 #include <sys/mman.h>
 
-#include <cstdlib>
-#include <cstring>
+#include <cstddef>
 #include <mutex>
 #include <stdexcept>
+#include <vector>
 
 #include "recorder.h"
 
@@ -269,47 +269,6 @@ void flush_activity() {
   if (subscriber == nullptr) return;
   sync_current_context();  // kernels still running have no record yet
   api.cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
-}
-
-// A PTX kernel that does nothing, launched in a tight driver-API loop: the
-// fastest way to push millions of launches through the callbacks in tests.
-const char kNoopPtx[] =
-    ".version 7.0\n.target sm_70\n.address_size 64\n"
-    ".visible .entry proton_noop()\n{\n  ret;\n}\n";
-
-std::string launch_noop_loop(uint64_t n) {
-  void* h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-  if (h == nullptr) return "libcuda.so.1 cannot be loaded";
-  auto sym = [&](const char* name) { return dlsym(h, name); };
-  auto cuInit = reinterpret_cast<CUresult (*)(unsigned)>(sym("cuInit"));
-  auto cuCtxGetCurrent = reinterpret_cast<CUresult (*)(CUcontext*)>(sym("cuCtxGetCurrent"));
-  auto cuCtxSetCurrent = reinterpret_cast<CUresult (*)(CUcontext)>(sym("cuCtxSetCurrent"));
-  auto cuDevicePrimaryCtxRetain = reinterpret_cast<CUresult (*)(CUcontext*, CUdevice)>(sym("cuDevicePrimaryCtxRetain"));
-  auto cuModuleLoadData = reinterpret_cast<CUresult (*)(CUmodule*, const void*)>(sym("cuModuleLoadData"));
-  auto cuModuleGetFunction =
-      reinterpret_cast<CUresult (*)(CUfunction*, CUmodule, const char*)>(sym("cuModuleGetFunction"));
-  auto cuLaunchKernel = reinterpret_cast<CUresult (*)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned,
-                                                      unsigned, unsigned, CUstream, void**, void**)>(
-      sym("cuLaunchKernel"));
-  auto cuCtxSynchronize = reinterpret_cast<CUresult (*)()>(sym("cuCtxSynchronize"));
-  if (!cuInit || !cuLaunchKernel || cuInit(0) != CUDA_SUCCESS) return "cuInit failed";
-  CUcontext ctx = nullptr;
-  cuCtxGetCurrent(&ctx);
-  if (ctx == nullptr) {
-    if (cuDevicePrimaryCtxRetain(&ctx, 0) != CUDA_SUCCESS || cuCtxSetCurrent(ctx) != CUDA_SUCCESS)
-      return "no CUDA context";
-  }
-  static CUfunction fn = nullptr;
-  if (fn == nullptr) {
-    CUmodule mod;
-    if (cuModuleLoadData(&mod, kNoopPtx) != CUDA_SUCCESS) return "cuModuleLoadData failed";
-    if (cuModuleGetFunction(&fn, mod, "proton_noop") != CUDA_SUCCESS) return "cuModuleGetFunction failed";
-  }
-  for (uint64_t i = 0; i < n; ++i)
-    if (cuLaunchKernel(fn, 1, 1, 1, 1, 1, 1, 0, nullptr, nullptr, nullptr) != CUDA_SUCCESS)
-      return "cuLaunchKernel failed at launch " + std::to_string(i);
-  cuCtxSynchronize();
-  return "";
 }
 
 std::map<std::string, std::string> device_info(uint32_t ordinal) {

@@ -5,7 +5,6 @@
 #include <cstdint>
 #include <map>
 #include <string>
-#include <vector>
 
 namespace proton_cupti {
 
@@ -28,10 +27,5 @@ void flush_activity();
 // {arch, num_sms, clock_rate, memory_clock_rate, bus_width} of a device
 // ordinal through libcuda.so.1; empty when the driver cannot answer.
 std::map<std::string, std::string> device_info(uint32_t ordinal);
-
-// Test helper: launch an empty kernel `proton_noop` n times on the default
-// stream of the current (or device 0's primary) context, then synchronize.
-// Returns "" or what failed.
-std::string launch_noop_loop(uint64_t n);
 
 }  // namespace proton_cupti

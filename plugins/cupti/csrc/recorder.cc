@@ -8,7 +8,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstring>
 
 namespace proton_cupti {
 
@@ -371,9 +370,11 @@ Recorder::FlushOut Recorder::flush() {
   return out;
 }
 
+#ifdef PROTON_CUPTI_TESTING
 size_t Recorder::node_count() {
   std::lock_guard<std::mutex> t(trie_mu_);
   return nodes_.size();
 }
+#endif
 
 }  // namespace proton_cupti

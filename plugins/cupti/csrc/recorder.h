@@ -1,8 +1,8 @@
 // The CUPTI-independent heart of the backend: per-launch bookkeeping (thread
 // context -> trie node, correlation id -> (epoch, node)) and the aggregation
 // of kernel records.  CUPTI's callbacks (profiler.cc) and the test-only
-// bindings (module.cc) drive the very same functions, so the CPU tests
-// exercise the real code path.
+// bindings (testing.cc, PROTON_CUPTI_TESTING builds) drive the very same
+// functions, so the CPU tests exercise the real code path.
 #pragma once
 
 #include <Python.h>
@@ -92,7 +92,6 @@ class Recorder {
   void configure(bool python_frames, bool trace, std::vector<std::string> internal_dirs,
                  std::vector<std::string> internal_files);
   void set_epoch(uint32_t epoch) { epoch_.store(epoch, std::memory_order_release); }
-  uint32_t epoch() const { return epoch_.load(std::memory_order_relaxed); }
   static void set_context(uint64_t ctx);
 
   // ---- hot path: a launch API entered on the calling thread ----
@@ -145,7 +144,9 @@ class Recorder {
   // Collects aggregated state; frame names are built here, so the GIL must be held.
   FlushOut flush();
 
-  size_t node_count();
+#ifdef PROTON_CUPTI_TESTING
+  size_t node_count();  // trie size, for the tests' growth checks
+#endif
 
  private:
   void record_launch(Slot& s, uint32_t corr, uint32_t epoch);
@@ -153,7 +154,6 @@ class Recorder {
   uint32_t raw_frames_node(uint32_t generation);
   uint32_t locked_frames_node();
   uint32_t intern_locked(uint32_t parent, uint32_t kind, uint64_t value);
-  uint32_t frames_node(uint32_t ctx_node_parent);
   uint32_t code_index_locked(PyObject* code);
   uint32_t reroot(uint32_t launch_node, uint32_t captured_node);
   uint32_t name_id_locked(const char* name);

@@ -1,10 +1,12 @@
-"""Where does memory go per launch after a CUDA graph?  GPU only, diagnostics.
+"""Shows the memory CUPTI keeps per launch after a CUDA graph capture, and that cuptiFinalize frees it.
 
-    python3 plugins/cupti/tests/rss_graph_probe.py [N]
+    python3 benchmarks/probes/rss_graph_probe.py [N]      # or: bash scripts/gpu_check.sh --probes
 
-Runs each variant in a fresh process (CUPTI state is process-wide) and prints
-the RSS growth over N profiled driver launches of an empty kernel (or, for
-"replays", over N graph kernels).
+GPU only; needs proton-cupti built with its test bindings (PROTON_CUPTI_TESTING=ON,
+as scripts/install.sh and scripts/gpu_check.sh build it).  Runs each variant in
+a fresh process (CUPTI state is process-wide) and prints the RSS growth over N
+profiled driver launches of an empty kernel (or, for "replays", over N graph
+kernels).  The figures are in docs/performance.md ("CUDA graphs and CUPTI's memory").
 """
 
 import gc
@@ -106,6 +108,11 @@ def child(variant, n):
 
 
 def main():
+    from proton_cupti import _cupti
+
+    if not hasattr(_cupti, "_test_launch_noop"):
+        sys.exit("proton_cupti._cupti was built without its test bindings: reinstall with "
+                 "SKBUILD_CMAKE_DEFINE=PROTON_CUPTI_TESTING=ON pip install -e plugins/cupti")
     if len(sys.argv) > 2 and sys.argv[1] == "--child":
         child(sys.argv[2], int(sys.argv[3]))
         return
