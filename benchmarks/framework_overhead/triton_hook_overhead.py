@@ -1,6 +1,6 @@
 """Per-launch cost of hook="triton"'s enter/exit hooks on CPU (no GPU, no Triton needed).
 
-    python plugins/frameworks/benchmarks/triton_hook_overhead.py [--launches N]
+    python3 benchmarks/framework_overhead/triton_hook_overhead.py [--launches N]
 
 Calls the hooks exactly as Triton's launcher does, with a LazyDict-shaped
 object, under the host backend, and prints microseconds per launch for a
