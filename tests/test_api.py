@@ -244,7 +244,8 @@ def test_trace_data_writes_chrome_trace_with_flows(tmp_path, fake):
         fake.launch("k2", 3000, stream=9)
     paths = proton.finalize()
     assert paths == [str(tmp_path / "t.chrome_trace")]
-    events = load(paths[0])["traceEvents"]
+    with open(paths[0]) as f:  # chrome trace JSON, not hatchet
+        events = json.load(f)["traceEvents"]
     kernels = [e for e in events if e.get("cat") == "kernel"]
     assert [(e["name"], e["dur"], e["args"]["path"]) for e in kernels] == [("k1", 2.0, "outer"), ("k2", 3.0, "outer")]
     scopes = [e for e in events if e.get("cat") == "scope"]
@@ -302,8 +303,7 @@ def test_outputs_are_valid_json_documents(tmp_path, fake):
     proton.start(str(tmp_path / "p"), backend="fake")
     fake.launch("k")
     proton.finalize()
-    with open(tmp_path / "p.hatchet") as f:
-        doc = json.load(f)
+    doc = load(tmp_path / "p.hatchet")
     assert isinstance(doc, list) and len(doc) == 2
     assert doc[0]["frame"] == {"name": "ROOT", "type": "function"}
 

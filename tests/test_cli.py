@@ -8,6 +8,8 @@ import textwrap
 
 import pytest
 
+from profile_helpers import load
+
 
 def proton(tmp_path, *args):
     env = dict(os.environ, PROTON_BACKEND="host")
@@ -24,7 +26,7 @@ def write(tmp_path, name, body):
 
 def scopes(path):
     """Top-level frame names of a written profile."""
-    root = json.loads(path.read_text())[0]
+    root = load(path)[0]
     return {c["frame"]["name"]: c for c in root["children"]}
 
 

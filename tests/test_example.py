@@ -1,11 +1,12 @@
 """The README's example runs on a CPU machine and produces the expected tree."""
 
-import json
 import os
 import subprocess
 import sys
 
 import pytest
+
+from profile_helpers import load
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -16,7 +17,7 @@ def test_quickstart_runs_on_cpu(tmp_path):
     out = subprocess.run([sys.executable, os.path.join(ROOT, "examples", "quickstart.py")], cwd=tmp_path, env=env,
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
-    root, devices = json.load(open(tmp_path / "quickstart.hatchet"))
+    root, devices = load(tmp_path / "quickstart.hatchet")
     (step,) = root["children"]
     assert step["frame"]["name"] == "train_step" and step["metrics"] == {"samples": 320}
     phases = {c["frame"]["name"]: c["metrics"]["cpu_time (ns)"] for c in step["children"]}

@@ -8,6 +8,7 @@ import sys
 import pytest
 
 import proton_core as proton
+from profile_helpers import load
 from proton_core import viewer
 from proton_core.viewer import peaks
 
@@ -76,7 +77,7 @@ def test_cpu_time_is_not_summed_into_parents(capsys, tmp_path):
         with proton.cpu_timed_scope("child"):
             sum(range(10000))
     proton.finalize()
-    root = json.loads((tmp_path / "c.hatchet").read_text())[0]
+    root = load(tmp_path / "c.hatchet")[0]
     parent = root["children"][0]
     child = parent["children"][0]
     out = show(capsys, "-m", "cpu_time/ns", tmp_path / "c.hatchet")

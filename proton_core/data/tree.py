@@ -4,13 +4,14 @@ Values are stored *exclusively* (as measured at each node), the way upstream
 Proton writes them; :meth:`Tree.inclusive` sums inclusive metrics up the tree
 for readers that want totals.  Children are keyed by name, so a Triton op's
 metrics and its renamed kernel share one node; a kernel's time and count are
-kept per device, and a node that ran on several devices is written as one
-sibling node per device.
+kept per device.  How a tree is written to a file is the formats' business
+(:mod:`proton_core.formats`), not the model's.
 """
 
 from __future__ import annotations
 
-from ..metrics import COUNT_KEY, DEVICE_ID_KEY, DEVICE_TYPE_KEY, PROPERTY, TIME_KEY
+from ..inclusive import is_inclusive, subtree_sums
+from ..metrics import COUNT_KEY, PROPERTY, TIME_KEY
 
 
 class Node:
@@ -38,14 +39,12 @@ class Node:
         return self.metrics.get(key, 0)
 
     def walk(self, path=()):
-        """Yield (path, node) pairs, pre-order; the root's path is ()."""
-        yield path, self
-        for node in self.children.values():
-            yield from node.walk(path + (node.name,))
-
-
-def is_inclusive(key: str) -> bool:
-    return not (key.endswith(("(exc)", "(pty)")) or key.startswith("cpu_time"))
+        """Yield (path, node) pairs, pre-order; the root's path is ().  Iterative: trees can be deep."""
+        stack = [(path, self)]
+        while stack:
+            path, node = stack.pop()
+            yield path, node
+            stack.extend((path + (c.name,), c) for c in reversed(node.children.values()))
 
 
 class Tree:
@@ -89,33 +88,9 @@ class Tree:
         return node
 
     def inclusive(self, key: str, node: Node | None = None):
-        """``key`` summed over ``node`` and its subtree (exc/pty: the node only)."""
+        """``key`` summed over ``node`` and its subtree (exc/pty/cpu_time: the node only)."""
         node = node or self.root
         if not is_inclusive(key):
             return node.metrics.get(key, 0)
-        return node.value(key) + sum(self.inclusive(key, c) for c in node.children.values())
-
-    def to_literal(self) -> dict:
-        """The root as a hatchet literal node (``frame``/``metrics``/``children``)."""
-
-        def convert(node: Node) -> list[dict]:
-            children = [lit for c in node.children.values() for lit in convert(c)]
-            devices = sorted(node.kernels.items()) or [None]
-            out = []
-            for i, entry in enumerate(devices):
-                metrics = dict(node.metrics) if i == 0 else {}
-                if entry is not None:
-                    (device_type, device_id), (time_ns, count) = entry
-                    metrics[TIME_KEY] = time_ns
-                    metrics[COUNT_KEY] = count
-                    metrics[DEVICE_ID_KEY] = str(device_id)
-                    metrics[DEVICE_TYPE_KEY] = device_type
-                out.append({"frame": {"name": node.name, "type": "function"}, "metrics": metrics,
-                            "children": children if i == 0 else []})
-            return out
-
-        (literal,) = convert(self.root)
-        if self.device_ids:  # upstream marks the root so every reader sees the columns
-            literal["metrics"].setdefault(COUNT_KEY, 0)
-            literal["metrics"].setdefault(TIME_KEY, 0)
-        return literal
+        sums = subtree_sums(node, (key,), Node.value, lambda n: n.children.values())
+        return sums[id(node)][key]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from ..formats.hatchet import HatchetError, read
 from . import derive, profile, render
 from .profile import ViewerError
 
@@ -43,11 +44,9 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-
-
 def run(args) -> str:
     """Everything but argument parsing; returns the text to print."""
-    data = profile.load(args.profile)
+    data = read(args.profile)
     if args.list:
         return "\n".join(derive.describe(data))
     hatchet = render.import_hatchet()
@@ -57,7 +56,7 @@ def run(args) -> str:
         raise ViewerError(f"-d/--depth must be 0 or more, not {args.depth}")
     root = data.root
     if args.diff_profile:
-        other = profile.load(args.diff_profile)
+        other = read(args.diff_profile)
         root = profile.diff(data.root, other.root)
         data.root = root
         if not data.devices:
@@ -92,7 +91,7 @@ def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     try:
         text = run(args)
-    except ViewerError as exc:
+    except (ViewerError, HatchetError) as exc:
         print(f"proton-viewer: {exc}", file=sys.stderr)
         return 2
     except RecursionError:

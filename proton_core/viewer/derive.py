@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import re
 
-from ..data.tree import is_inclusive
+from ..formats.hatchet import Node, Profile
+from ..inclusive import is_inclusive, subtree_sums
 from .peaks import peak_bandwidth, peak_flops
-from .profile import Node, Profile, ViewerError
+from .profile import ViewerError
 
 NAN = float("nan")
 TIME_UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}
@@ -63,11 +64,10 @@ class Columns:
     # --------------------------------------------------------- raw values ----
     def _sum_subtrees(self) -> None:
         inclusive = [k for k in self.keys if is_inclusive(k)]
-        order = list(self.root.walk())
-        for node in reversed(order):  # children before parents
+        sums = subtree_sums(self.root, inclusive, lambda n, k: n.metrics.get(k, 0), lambda n: n.children)
+        for node in self.root.walk():
             values = {k: v for k, v in node.metrics.items() if k in self.keys}
-            for key in inclusive:
-                values[key] = node.metrics.get(key, 0) + sum(self.incl[id(c)].get(key, 0) for c in node.children)
+            values.update(sums[id(node)])
             self.incl[id(node)] = values
 
     def value(self, node: Node, key: str):

@@ -1,150 +1,23 @@
-"""Reading hatchet profiles into a small tree the viewer can filter and diff.
+"""Shaping a read profile for display: filter, prune, diff and rename frames.
 
-Both our files and upstream Proton's share the schema ``[root, device_info]``
-with exclusive values per node; upstream files may carry extra metrics, node
-types and keys, so anything not understood is skipped rather than rejected.
+Profiles are read by :mod:`proton_core.formats.hatchet`; these helpers work
+on its :class:`~proton_core.formats.hatchet.Node` tree in place.
 """
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import re
-from dataclasses import dataclass, field
 
-#: Keys that label a kernel node rather than measure it.
-LABEL_KEYS = ("device_id", "device_type")
+from ..formats.hatchet import LABEL_KEYS, Node
+
 #: Upstream's Triton hook records launch-metadata work under this scope; it is not user work.
 METADATA_SCOPE = "__proton_launch_metadata"
 
 
 class ViewerError(Exception):
     """Bad input for proton-viewer; the message is one line saying what to do."""
-
-
-class Node:
-    __slots__ = ("name", "metrics", "children", "values")
-
-    def __init__(self, name: str, metrics: dict | None = None, children=None) -> None:
-        self.name = name
-        self.metrics: dict = metrics or {}  # exclusive raw values, as in the file
-        self.children: list[Node] = children or []
-        self.values: dict[str, float] = {}  # displayed columns, filled by derive
-
-    @property
-    def device(self):
-        """(device_type, device_id) of a kernel node, else None."""
-        if "device_id" not in self.metrics:
-            return None
-        return (str(self.metrics.get("device_type", "")), str(self.metrics["device_id"]))
-
-    def key(self):
-        """Identity among siblings: a kernel run on two devices is two nodes."""
-        return (self.name, self.metrics.get("device_id"))
-
-    def walk(self):
-        """Pre-order, iteratively (Python-context trees can be deep)."""
-        stack = [self]
-        while stack:
-            node = stack.pop()
-            yield node
-            stack.extend(reversed(node.children))
-
-    def copy(self) -> "Node":
-        return Node(self.name, dict(self.metrics), [c.copy() for c in self.children])
-
-
-@dataclass
-class Profile:
-    path: str
-    root: Node
-    devices: dict = field(default_factory=dict)
-
-    def metric_keys(self) -> list[str]:
-        """Raw metric names present anywhere, in first-seen order."""
-        seen: dict[str, None] = {}
-        for node in self.root.walk():
-            for key in node.metrics:
-                if key not in LABEL_KEYS:
-                    seen.setdefault(key, None)
-        return list(seen)
-
-
-def _number(value):
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    return value if math.isfinite(value) else None
-
-
-def _not_profile(path: str, why: str) -> ViewerError:
-    return ViewerError(
-        f"{path} is not a Proton profile ({why}): pass a .hatchet file written by proton or Triton's proton"
-    )
-
-
-def _convert(literal, path: str) -> Node:
-    def make(lit):
-        if not isinstance(lit, dict) or not isinstance(lit.get("frame"), dict):
-            raise _not_profile(path, "a node has no 'frame' object")
-        name = lit["frame"].get("name")
-        if not isinstance(name, str):
-            raise _not_profile(path, "a node's frame has no 'name'")
-        metrics = {}
-        raw = lit.get("metrics") or {}
-        if not isinstance(raw, dict):
-            raise _not_profile(path, f"node {name!r} has 'metrics' that is not an object")
-        for key, value in raw.items():
-            if key in LABEL_KEYS:
-                metrics[key] = str(value)
-            else:
-                number = _number(value)
-                if number is not None:
-                    metrics[key] = number
-        children = lit.get("children") or []
-        if not isinstance(children, list):
-            raise _not_profile(path, f"node {name!r} has 'children' that is not a list")
-        return Node(name, metrics), children
-
-    root, kids = make(literal)
-    stack = [(root, kids)]
-    while stack:
-        parent, kids = stack.pop()
-        for lit in kids:
-            node, grand = make(lit)
-            parent.children.append(node)
-            stack.append((node, grand))
-    return root
-
-
-def load(path: str) -> Profile:
-    """Read and check a profile; raise ViewerError with a one-line reason."""
-    if not os.path.exists(path):
-        raise ViewerError(f"no such file: {path}")
-    if os.path.isdir(path):
-        raise ViewerError(f"{path} is a directory: pass a .hatchet profile file")
-    try:
-        with open(path, "rb") as f:
-            document = json.loads(f.read().decode("utf-8"))
-    except OSError as exc:
-        raise ViewerError(f"cannot read {path}: {exc.strerror or exc}") from None
-    except UnicodeDecodeError:
-        raise ViewerError(f"{path} is not JSON (it is binary): pass a .hatchet profile") from None
-    except json.JSONDecodeError as exc:
-        raise ViewerError(
-            f"{path} is not JSON ({exc.msg} at line {exc.lineno} column {exc.colno}): pass a .hatchet profile"
-        ) from None
-    devices = {}
-    if isinstance(document, list) and document and isinstance(document[0], dict):
-        literal = document[0]
-        if len(document) > 1 and isinstance(document[1], dict):
-            devices = document[1]
-    elif isinstance(document, dict):  # a bare root node
-        literal = document
-    else:
-        raise _not_profile(path, "expected a JSON list [root, device_info]")
-    root = _convert(literal, path)
-    return Profile(path, root, devices)
 
 
 # ------------------------------------------------------------------ shaping ----

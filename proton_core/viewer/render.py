@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from .profile import Node
+from ..formats.hatchet import Node
 
 INSTALL_HINT = "llnl-hatchet is not installed (it draws the tree): pip install proton[viewer]"
 

@@ -1,24 +1,18 @@
-"""Helpers shared by the frameworks tests: read a hatchet profile, walk it by names."""
+"""Helpers shared by the frameworks tests: read a hatchet profile, walk it by names.
 
-import json
+Loading and path-following come from the core's tests (its hatchet reader), as in the cupti tests.
+"""
 
+import os
+import sys
 
-def load(path):
-    with open(path) as f:
-        return json.load(f)
+sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", "tests")))
+
+from profile_helpers import load, node  # noqa: E402,F401
 
 
 def names(literal):
     return [c["frame"]["name"] for c in literal["children"]]
-
-
-def node(literal, *path):
-    """Follow child names from a hatchet literal node; fail with the children seen."""
-    for name in path:
-        matches = [c for c in literal["children"] if c["frame"]["name"] == name]
-        assert matches, f"no child {name!r} under {literal['frame']['name']!r}: {names(literal)}"
-        literal = matches[0]
-    return literal
 
 
 def find_all(literal, predicate, prefix=()):

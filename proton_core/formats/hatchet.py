@@ -1,0 +1,228 @@
+"""Hatchet JSON, the file format of Proton and of Triton's upstream Proton: writer and reader.
+
+A file is ``[root, device_info]``.  ``root`` is a hatchet literal node
+(``{"frame": {"name", "type"}, "metrics": {...}, "children": [...]}``,
+loadable with ``hatchet.GraphFrame.from_literal``) holding each node's own,
+exclusive values; a kernel run on several devices is one sibling node per
+device, labelled by ``device_id``/``device_type``.  ``device_info`` maps
+device type to device id to its properties.  The writer's bytes match
+upstream's schema; the reader also takes upstream's files, skipping what it
+does not understand (extra keys, node types, non-numeric or non-finite
+values) and taking a bare root node as ``[root, {}]``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+from dataclasses import dataclass, field
+
+from ..errors import ProtonError
+from ..metrics import COUNT_KEY, DEVICE_ID_KEY, DEVICE_TYPE_KEY, TIME_KEY
+
+#: Keys that label a kernel node rather than measure it.
+LABEL_KEYS = (DEVICE_ID_KEY, DEVICE_TYPE_KEY)
+#: Deepest tree (node levels) read or written.  ``json`` recurses in C once per
+#: nested object under Python's recursion limit; far deeper overflows the C stack.
+MAX_DEPTH = 10000
+
+
+class HatchetError(ProtonError):
+    """A file that cannot be read as a hatchet profile; the message is one line naming it."""
+
+
+# ------------------------------------------------------------------ writer ----
+def _literals(node) -> list[dict]:
+    """A data-model node as literal nodes: one per device it ran on; the first carries its metrics."""
+    runs = sorted(node.kernels.items()) or [None]
+    out = []
+    for i, run in enumerate(runs):
+        metrics = dict(node.metrics) if i == 0 else {}
+        if run is not None:
+            (device_type, device_id), (time_ns, count) = run
+            metrics[TIME_KEY] = time_ns
+            metrics[COUNT_KEY] = count
+            metrics[DEVICE_ID_KEY] = str(device_id)
+            metrics[DEVICE_TYPE_KEY] = device_type
+        out.append({"frame": {"name": node.name, "type": "function"}, "metrics": metrics, "children": []})
+    return out
+
+
+def literal(tree) -> dict:
+    """A :class:`~proton_core.data.Tree`'s root as a hatchet literal node, built iteratively."""
+    (root,) = _literals(tree.root)
+    stack = [(tree.root, root["children"])]
+    while stack:
+        node, out = stack.pop()
+        for child in node.children.values():
+            lits = _literals(child)
+            out.extend(lits)
+            if child.children:  # a node's children hang under its first device's literal
+                stack.append((child, lits[0]["children"]))
+    if tree.device_ids:  # upstream marks the root so every reader sees the columns
+        root["metrics"].setdefault(COUNT_KEY, 0)
+        root["metrics"].setdefault(TIME_KEY, 0)
+    return root
+
+
+def document(profile) -> list:
+    """``[root literal, device_info]`` of a :class:`~proton_core.data.Profile`."""
+    return [literal(profile.tree), profile.device_info()]
+
+
+def write(profile, path: str) -> None:
+    """Write ``profile`` to ``path`` as compact hatchet JSON (encoded whole, then one write)."""
+    doc = document(profile)
+    try:
+        text = _deep_json(lambda: json.dumps(doc, separators=(",", ":")))
+    except RecursionError:
+        raise ProtonError(f"cannot write {path}: the call tree is deeper than {MAX_DEPTH} levels") from None
+    with open(path, "w") as f:
+        f.write(text)
+
+
+def _deep_json(call):
+    """``call()``; if the tree was too deep for the recursion limit, once more with room for MAX_DEPTH levels."""
+    try:
+        return call()
+    except RecursionError:
+        pass
+    old = sys.getrecursionlimit()
+    sys.setrecursionlimit(old + 2 * MAX_DEPTH + 8)  # a node is two JSON levels: itself and its children list
+    try:
+        return call()
+    finally:
+        sys.setrecursionlimit(old)
+
+
+# ------------------------------------------------------------------ reader ----
+class Node:
+    """A node read from a file: name, exclusive numeric metrics (labels as strings), children."""
+
+    __slots__ = ("name", "metrics", "children", "values")
+
+    def __init__(self, name: str, metrics: dict | None = None, children=None) -> None:
+        self.name = name
+        self.metrics: dict = metrics or {}  # exclusive raw values, as in the file
+        self.children: list[Node] = children or []
+        self.values: dict[str, float] = {}  # a reader's own computed columns (the viewer's)
+
+    @property
+    def device(self):
+        """(device_type, device_id) of a kernel node, else None."""
+        if DEVICE_ID_KEY not in self.metrics:
+            return None
+        return (str(self.metrics.get(DEVICE_TYPE_KEY, "")), str(self.metrics[DEVICE_ID_KEY]))
+
+    def key(self):
+        """Identity among siblings: a kernel run on two devices is two nodes."""
+        return (self.name, self.metrics.get(DEVICE_ID_KEY))
+
+    def walk(self):
+        """Pre-order, iteratively (Python-context trees can be deep)."""
+        stack = [self]
+        while stack:
+            node = stack.pop()
+            yield node
+            stack.extend(reversed(node.children))
+
+
+@dataclass
+class Profile:
+    """A file as read: its path, root node and device info."""
+
+    path: str
+    root: Node
+    devices: dict = field(default_factory=dict)
+
+    def metric_keys(self) -> list[str]:
+        """Raw metric names present anywhere, in first-seen order."""
+        seen: dict[str, None] = {}
+        for node in self.root.walk():
+            for key in node.metrics:
+                if key not in LABEL_KEYS:
+                    seen.setdefault(key, None)
+        return list(seen)
+
+
+def read(path) -> Profile:
+    """Read a hatchet file (ours or upstream's) into a :class:`Profile`; HatchetError says why not."""
+    root, devices = read_document(path)
+    return Profile(str(path), _tree(root, str(path)), devices)
+
+
+def read_document(path) -> list:
+    """The file's JSON as ``[root literal, device_info]`` (``{}`` where it has none), nodes unchecked."""
+    path = str(path)
+    if not os.path.exists(path):
+        raise HatchetError(f"no such file: {path}")
+    if os.path.isdir(path):
+        raise HatchetError(f"{path} is a directory: pass a .hatchet profile file")
+    try:
+        with open(path, "rb") as f:
+            text = f.read().decode("utf-8")
+        doc = _deep_json(lambda: json.loads(text))
+    except OSError as exc:
+        raise HatchetError(f"cannot read {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise HatchetError(f"{path} is not JSON (it is binary): pass a .hatchet profile") from None
+    except json.JSONDecodeError as exc:
+        raise HatchetError(
+            f"{path} is not JSON ({exc.msg} at line {exc.lineno} column {exc.colno}): pass a .hatchet profile"
+        ) from None
+    except RecursionError:
+        raise HatchetError(f"{path} is nested too deeply to read (more than {MAX_DEPTH} levels)") from None
+    if isinstance(doc, list) and doc and isinstance(doc[0], dict):
+        devices = doc[1] if len(doc) > 1 and isinstance(doc[1], dict) else {}
+        return [doc[0], devices]
+    if isinstance(doc, dict):  # a bare root node
+        return [doc, {}]
+    raise _not_profile(path, "expected a JSON list [root, device_info]")
+
+
+def _not_profile(path: str, why: str) -> HatchetError:
+    return HatchetError(
+        f"{path} is not a Proton profile ({why}): pass a .hatchet file written by proton or Triton's proton"
+    )
+
+
+def _number(value):
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return value if math.isfinite(value) else None
+
+
+def _tree(literal: dict, path: str) -> Node:
+    """Literal nodes to :class:`Node`, iteratively; what is not understood is skipped, not rejected."""
+
+    def make(lit):
+        if not isinstance(lit, dict) or not isinstance(lit.get("frame"), dict):
+            raise _not_profile(path, "a node has no 'frame' object")
+        name = lit["frame"].get("name")
+        if not isinstance(name, str):
+            raise _not_profile(path, "a node's frame has no 'name'")
+        raw = lit.get("metrics") or {}
+        if not isinstance(raw, dict):
+            raise _not_profile(path, f"node {name!r} has 'metrics' that is not an object")
+        metrics = {}
+        for key, value in raw.items():
+            if key in LABEL_KEYS:
+                metrics[key] = str(value)
+            elif (number := _number(value)) is not None:
+                metrics[key] = number
+        children = lit.get("children") or []
+        if not isinstance(children, list):
+            raise _not_profile(path, f"node {name!r} has 'children' that is not a list")
+        return Node(name, metrics), children
+
+    root, kids = make(literal)
+    stack = [(root, kids)]
+    while stack:
+        parent, kids = stack.pop()
+        for lit in kids:
+            node, grand = make(lit)
+            parent.children.append(node)
+            stack.append((node, grand))
+    return root
