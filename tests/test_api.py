@@ -7,7 +7,7 @@ import threading
 import pytest
 
 import proton_core as proton
-from profile_helpers import load, node
+from proton_core.testing import child as node, load_profile as load
 from proton_core.context import THREAD
 from proton_core.errors import ProtonError
 from proton_core.session import MANAGER

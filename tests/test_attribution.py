@@ -5,7 +5,7 @@ import threading
 import pytest
 
 import proton_core as proton
-from profile_helpers import load, node
+from proton_core.testing import child as node, load_profile as load
 
 
 def test_nested_scopes_exact_counts_and_times(tmp_path, fake):

@@ -8,7 +8,7 @@ import textwrap
 
 import pytest
 
-from profile_helpers import load
+from proton_core.testing import load_profile as load
 
 
 def proton(tmp_path, *args):

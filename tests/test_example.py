@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from profile_helpers import load
+from proton_core.testing import load_profile as load
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -8,7 +8,7 @@ import sys
 import pytest
 
 import proton_core as proton
-from profile_helpers import load
+from proton_core.testing import load_profile as load
 from proton_core import viewer
 from proton_core.viewer import peaks
 

@@ -24,6 +24,7 @@ import functools
 import pytest
 
 from ..context import reset_thread
+from ..formats.hatchet import read_document as load_profile
 from ..plugins import get_plugins
 from ..session import MANAGER
 from .contract import BackendContract, Driver
@@ -41,6 +42,16 @@ def use_synthetic_backend() -> None:
     plugins = get_plugins()
     if plugins.backends.get("fake") is None:
         plugins.register(SyntheticPlugin, name="synthetic_backend", distribution="proton (testing)")
+
+
+def child(literal: dict, *names: str) -> dict:
+    """Follow child names down from a hatchet literal node (of :func:`load_profile`); fail saying what is there."""
+    for name in names:
+        matches = [c for c in literal["children"] if c["frame"]["name"] == name]
+        assert matches, (f"no child {name!r} under {literal['frame']['name']!r}: "
+                         f"{[c['frame']['name'] for c in literal['children']]}")
+        literal = matches[0]
+    return literal
 
 
 def open_session_ids() -> list[int]:

@@ -1,11 +1,6 @@
-"""Reading hatchet profiles in the cupti tests (loading and path-following come from the core's tests)."""
+"""Reading hatchet profiles in the cupti tests (loading and path-following come from proton_core.testing)."""
 
-import os
-import sys
-
-sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", "tests")))
-
-from profile_helpers import load, node as child  # noqa: E402,F401
+from proton_core.testing import child, load_profile as load  # noqa: F401
 
 
 def kernels(literal):

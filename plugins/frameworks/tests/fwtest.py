@@ -1,14 +1,9 @@
 """Helpers shared by the frameworks tests: read a hatchet profile, walk it by names.
 
-Loading and path-following come from the core's tests (its hatchet reader), as in the cupti tests.
+Loading and path-following come from proton_core.testing (the hatchet format's reader).
 """
 
-import os
-import sys
-
-sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", "tests")))
-
-from profile_helpers import load, node  # noqa: E402,F401
+from proton_core.testing import child as node, load_profile as load  # noqa: F401
 
 
 def names(literal):
