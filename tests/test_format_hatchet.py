@@ -95,13 +95,25 @@ def test_round_trip_multi_device_exclusive_property_and_deep(tmp_path):
     assert root["children"][0] == literal["children"][0] and devices == read.devices
 
 
-def test_too_deep_is_one_line(tmp_path):
+def test_any_depth_is_written_and_read_back(tmp_path):
+    depth = 20000  # past both the C encoder and the C parser, on every Python
     tree = Tree()
-    tree.add_kernel(tuple(f"f{i}" for i in range(hatchet.MAX_DEPTH + 2000)), "k", "CUDA", 0, 1, 1)
-    with pytest.raises(ProtonError, match="deeper than"):
-        hatchet.write(Profile("d", "shadow", "tree", tree), str(tmp_path / "d.hatchet"))
-    assert not (tmp_path / "d.hatchet").exists()
-    n = hatchet.MAX_DEPTH + 2000
+    tree.add_kernel(tuple(f"f{i}" for i in range(depth)), "k", "CUDA", 0, 1, 1)
+    path = str(tmp_path / "d.hatchet")
+    hatchet.write(Profile("d", "shadow", "tree", tree), path)
+    read = hatchet.read(path)
+    assert sum(1 for _ in read.root.walk()) == depth + 2  # ROOT, the chain, the kernel
+
+
+def test_the_flat_encoder_writes_the_same_bytes():
+    doc = hatchet.document(sample_tree(depth=40))
+    doc[0]["children"].append({"frame": {"name": 'q"\\u00e9'}, "metrics": {"x": float("nan")}, "children": []})
+    assert hatchet._dumps_flat(doc) == json.dumps(doc, separators=(",", ":"))
+
+
+def test_too_deep_to_read_is_one_line(tmp_path, monkeypatch):
+    monkeypatch.setattr(hatchet, "MAX_DEPTH", 2000)
+    n = 8000
     path = tmp_path / "deep.hatchet"
     path.write_text('[' + '{"frame":{"name":"x"},"children":[' * n + "]}" * n + ',{}]')
     with pytest.raises(hatchet.HatchetError, match="nested too deeply") as err:

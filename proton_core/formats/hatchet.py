@@ -24,9 +24,11 @@ from ..metrics import COUNT_KEY, DEVICE_ID_KEY, DEVICE_TYPE_KEY, TIME_KEY
 
 #: Keys that label a kernel node rather than measure it.
 LABEL_KEYS = (DEVICE_ID_KEY, DEVICE_TYPE_KEY)
-#: Deepest tree (node levels) read or written.  ``json`` recurses in C once per
-#: nested object under Python's recursion limit; far deeper overflows the C stack.
-MAX_DEPTH = 10000
+#: Deepest tree (node levels) the reader takes.  Past what ``json``'s C parser
+#: allows, the pure-Python parser is used, whose recursion costs no C stack.
+#: Writing has no limit: past the C encoder, an iterative encoder writes the same bytes.
+MAX_DEPTH = 100000
+SEPARATORS = (",", ":")
 
 
 class HatchetError(ProtonError):
@@ -76,23 +78,50 @@ def write(profile, path: str) -> None:
     """Write ``profile`` to ``path`` as compact hatchet JSON (encoded whole, then one write)."""
     doc = document(profile)
     try:
-        text = _deep_json(lambda: json.dumps(doc, separators=(",", ":")))
-    except RecursionError:
-        raise ProtonError(f"cannot write {path}: the call tree is deeper than {MAX_DEPTH} levels") from None
+        text = json.dumps(doc, separators=SEPARATORS)
+    except RecursionError:  # deeper than the C encoder goes: the same bytes, built without recursion
+        text = _dumps_flat(doc)
     with open(path, "w") as f:
         f.write(text)
 
 
-def _deep_json(call):
-    """``call()``; if the tree was too deep for the recursion limit, once more with room for MAX_DEPTH levels."""
+def _dumps_flat(doc: list) -> str:
+    """``json.dumps(doc, separators=SEPARATORS)`` for ``[root literal, devices]`` of any depth."""
+    out = ["["]
+    stack: list = [doc[0]]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            out.append(item)
+            continue
+        head = {k: v for k, v in item.items() if k != "children"}
+        if "children" not in item:
+            out.append(json.dumps(head, separators=SEPARATORS))
+            continue
+        text = json.dumps(head, separators=SEPARATORS)[:-1]
+        out.append(text + ("," if head else "") + '"children":[')
+        stack.append("]}")
+        children = item["children"]
+        for i in range(len(children) - 1, -1, -1):
+            stack.append(children[i])
+            if i:
+                stack.append(",")
+    out.append("," + json.dumps(doc[1], separators=SEPARATORS) + "]")
+    return "".join(out)
+
+
+def _loads(text: str):
+    """``json.loads``; for documents deeper than the C parser goes, the pure-Python parser with room for MAX_DEPTH."""
     try:
-        return call()
+        return json.loads(text)
     except RecursionError:
         pass
+    decoder = json.JSONDecoder()
+    decoder.scan_once = json.scanner.py_make_scanner(decoder)  # Python-level recursion only: no C stack used
     old = sys.getrecursionlimit()
-    sys.setrecursionlimit(old + 2 * MAX_DEPTH + 8)  # a node is two JSON levels: itself and its children list
+    sys.setrecursionlimit(old + 4 * MAX_DEPTH)  # an object level costs a few Python frames
     try:
-        return call()
+        return decoder.decode(text)
     finally:
         sys.setrecursionlimit(old)
 
@@ -163,7 +192,7 @@ def read_document(path) -> list:
     try:
         with open(path, "rb") as f:
             text = f.read().decode("utf-8")
-        doc = _deep_json(lambda: json.loads(text))
+        doc = _loads(text)
     except OSError as exc:
         raise HatchetError(f"cannot read {path}: {exc.strerror or exc}") from None
     except UnicodeDecodeError:
