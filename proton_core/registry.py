@@ -19,14 +19,20 @@ from .errors import PluginError
 DATA_KINDS = ("tree", "trace")
 
 
-@dataclass(frozen=True)
-class BackendEntry:
-    """A device-activity backend: ``factory()`` returns a :class:`proton_core.plugin_api.Backend`."""
+@dataclass(frozen=True, kw_only=True)
+class Entry:
+    """What every registration has: its name, the plugin that registered it, a one-line description."""
 
     name: str
-    factory: Callable
     plugin: str
     description: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class BackendEntry(Entry):
+    """A device-activity backend: ``factory()`` returns a :class:`proton_core.plugin_api.Backend`."""
+
+    factory: Callable
     #: Automatic choice takes the available backend of highest positive priority.
     priority: int = 0
     #: ``available()`` -> None when the backend can run here, else a one-line reason.
@@ -38,27 +44,21 @@ class BackendEntry:
         return self.available() if self.available is not None else None
 
 
-@dataclass(frozen=True)
-class ContextEntry:
+@dataclass(frozen=True, kw_only=True)
+class ContextEntry(Entry):
     """A context source: ``base`` ones are chosen with ``start(context=)``, others layered with ``hook=``."""
 
-    name: str
     factory: Callable
-    plugin: str
-    description: str = ""
     base: bool = False
 
 
-@dataclass(frozen=True)
-class SinkEntry:
+@dataclass(frozen=True, kw_only=True)
+class SinkEntry(Entry):
     """An output format: ``writer(profile, path)`` writes a :class:`proton_core.plugin_api.Profile`."""
 
-    name: str
     writer: Callable
-    plugin: str
-    extension: str = ""
+    extension: str
     data: tuple = ("tree",)
-    description: str = ""
 
 
 def _backend(name, factory, *, description: str = "", priority: int = 0, available=None, modes=()):

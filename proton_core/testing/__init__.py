@@ -27,11 +27,11 @@ from ..context import reset_thread
 from ..formats.hatchet import read_document as load_profile
 from ..plugins import get_plugins
 from ..session import MANAGER
-from .contract import BackendContract, Driver
+from .contract import BackendContract, Driver, chains
 from .synthetic import SyntheticBackend, SyntheticDriver, SyntheticPlugin
 
 __all__ = [
-    "SyntheticBackend", "SyntheticDriver", "BackendContract", "Driver", "use_synthetic_backend", "reset",
+    "SyntheticBackend", "SyntheticDriver", "BackendContract", "Driver", "chains", "use_synthetic_backend", "reset",
     "open_session_ids", "get_plugins", "gpu_missing_reason", "load_profile", "child",
 ]
 

@@ -6,6 +6,7 @@ import threading
 import pytest
 
 from proton_core.plugin_api import NODE_CAPTURED_AT, NODE_CONTEXT, NODE_FRAME
+from proton_core.testing import chains
 
 _cupti = pytest.importorskip("proton_cupti._cupti", reason="proton-cupti extension not built")
 pytestmark = pytest.mark.skipif(
@@ -38,20 +39,6 @@ class Corr:
 
 
 corr = Corr()
-
-
-def chains(nodes):
-    """node id -> tuple of (kind, value) from the root."""
-    by_id = {n[0]: n for n in nodes}
-    out = {}
-    for nid in by_id:
-        chain, cur = [], nid
-        while cur:
-            _, parent, kind, value = by_id[cur]
-            chain.append((kind, value))
-            cur = parent
-        out[nid] = tuple(reversed(chain))
-    return out
 
 
 def test_aggregates_by_epoch_node_kernel_device(rec):
