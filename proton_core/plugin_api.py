@@ -19,9 +19,9 @@ Sinks and lifecycle hooks
     :class:`Profile` with its :class:`Tree` (of :class:`TreeNode`) and
     :class:`Trace` (of :class:`KernelEvent` and :class:`ScopeEvent`), and the
     :class:`Session` the lifecycle hooks receive.
-Errors
+Errors and messages
     :class:`ProtonError` (one actionable line), :class:`BackendUnavailable`,
-    :class:`PluginError`.
+    :class:`PluginError`; :func:`warn` writes one line through the ``proton`` logger.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ from .data import Profile, Trace, Tree
 from .data.trace import KernelEvent, ScopeEvent
 from .data.tree import Node as TreeNode
 from .errors import BackendUnavailable, PluginError, ProtonError
+from .log import warn
 from .plugins import hookimpl
 from .scope import enter_scope, exit_scope
 from .session import MANAGER, Session
@@ -49,8 +50,8 @@ __all__ = [
     "SharedInstall", "register_internal_path", "is_internal", "capture_frames",
     # data and sessions
     "Profile", "Tree", "TreeNode", "Trace", "KernelEvent", "ScopeEvent", "Session",
-    # errors
-    "ProtonError", "BackendUnavailable", "PluginError",
+    # errors and messages
+    "ProtonError", "BackendUnavailable", "PluginError", "warn",
 ]
 
 

@@ -16,14 +16,13 @@ from __future__ import annotations
 
 import importlib
 import os
-import sys
 import threading
 from dataclasses import dataclass, field
 from importlib import metadata
 
 import pluggy
 
-from . import hookspecs
+from . import hookspecs, log
 from .errors import PluginError
 from .registry import Registry, Staging
 
@@ -113,8 +112,8 @@ class Plugins:
         names = {n.strip() for n in os.environ.get("PROTON_DISABLE_PLUGINS", "").split(",") if n.strip()}
         kept = sorted(names & ESSENTIAL)
         if kept:
-            sys.stderr.write(f"proton: PROTON_DISABLE_PLUGINS cannot disable {', '.join(kept)}: built-ins every "
-                             "session needs; they stay enabled\n")
+            log.warn(f"PROTON_DISABLE_PLUGINS cannot disable {', '.join(kept)}: built-ins every session needs; "
+                     "they stay enabled")
         return names - ESSENTIAL
 
     def _add(self, name, loader, dist, version, disabled) -> PluginRecord:

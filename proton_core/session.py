@@ -9,10 +9,9 @@ kernel was launched (see :mod:`proton_core.backend`).
 from __future__ import annotations
 
 import os
-import sys
 import threading
 
-from . import config
+from . import config, log
 from .backend import NODE_CAPTURED_AT, NODE_CONTEXT, NODE_FRAME, CAPTURED_AT, context_setter
 from .context import OP, THREAD
 from .contexts.base import CAPTURED
@@ -249,7 +248,7 @@ class Manager:
         if not self._warned_host:
             self._warned_host = True
             why = "; ".join(reasons) if reasons else "no GPU backend plugin installed (pip install proton[cupti])"
-            sys.stderr.write(f"proton: no GPU backend can run ({why}); using the host-only backend\n")
+            log.warn(f"no GPU backend can run ({why}); using the host-only backend")
         return "host"
 
     # ---------------------------------------------------- activity routing ----
@@ -294,10 +293,8 @@ class Manager:
             if batch.dropped and not session.closed:
                 session.profile.dropped += batch.dropped
         if batch.dropped:
-            sys.stderr.write(
-                f"proton: backend {state.name!r} dropped {batch.dropped} activity records; "
-                "their kernels are missing from the profile (see 'dropped' in the profile)\n"
-            )
+            log.warn(f"backend {state.name!r} dropped {batch.dropped} activity records; "
+                     "their kernels are missing from the profile (see 'dropped' in the profile)")
 
     # --------------------------------------------------------- activation ----
     def set_active(self, session_id, active: bool) -> None:

@@ -138,9 +138,10 @@ def test_python_context_paths(tmp_path, fake):
     assert not any("proton_core" in n or "fake_backend" in n for n in names)
 
 
-def test_dropped_records_are_reported(tmp_path, fake, capsys):
+def test_dropped_records_are_reported(tmp_path, fake, caplog):
     proton.start(str(tmp_path / "p"), backend="fake")
     fake.launch("k")
     fake.backend.dropped = 3
     proton.finalize()
-    assert "dropped 3 activity records" in capsys.readouterr().err
+    assert [(r.name, r.levelname) for r in caplog.records] == [("proton", "WARNING")]
+    assert "dropped 3 activity records" in caplog.records[0].getMessage()

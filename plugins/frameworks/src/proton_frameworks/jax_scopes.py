@@ -31,10 +31,9 @@ from __future__ import annotations
 import importlib
 import os
 import re
-import sys
 import threading
 
-from proton_core.plugin_api import ContextSource, ProtonError, SharedInstall
+from proton_core.plugin_api import ContextSource, ProtonError, SharedInstall, warn
 
 _lock = threading.Lock()
 _texts: list[str] = []  # HLO texts observed, parsed lazily at rewrite time
@@ -186,8 +185,8 @@ def _observe():
     if original is None:
         if not _warned:
             _warned = True
-            sys.stderr.write("proton: this JAX has no compile_or_get_cached; hook='jax' maps only executables "
-                             "given to proton_frameworks.jax_scopes.register()\n")
+            warn("this JAX has no compile_or_get_cached; hook='jax' maps only executables "
+                 "given to proton_frameworks.jax_scopes.register()")
         return None
 
     def compile_or_get_cached(*args, **kwargs):
