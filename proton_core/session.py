@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import threading
 
-from . import config, log
+from . import config, exit_flush, log
 from .backend import NODE_CAPTURED_AT, NODE_CONTEXT, NODE_FRAME, CAPTURED_AT, context_setter
 from .context import OP, THREAD
 from .contexts.base import CAPTURED
@@ -207,6 +207,7 @@ class Manager:
                 del self.sessions[sid]
                 self._refresh()
                 raise
+        exit_flush.install(self)
         plugins.hook.proton_session_started(session=session)
         return sid
 
@@ -330,6 +331,14 @@ class Manager:
             raise ProtonError(" | ".join(errors))
         return written
 
+    def forget_after_fork(self) -> None:
+        """In a forked child: drop the parent's sessions, so the child never writes or flushes them."""
+        self.lock = threading.RLock()  # another parent thread may have held it at the fork
+        self.sessions.clear()
+        self.backends.clear()
+        self.cli_owned = False
+        self._refresh()
+
     def reset(self) -> None:
         """Close every session without writing it and hand start/finalize back to the program (tests)."""
         with self.lock:
@@ -425,3 +434,4 @@ def describe_backends(plugins) -> str:
 
 
 MANAGER = Manager()
+os.register_at_fork(after_in_child=MANAGER.forget_after_fork)

@@ -1,0 +1,96 @@
+"""Profiles of open sessions are written however the program ends, not only at ``finalize()``.
+
+Installed when the first session starts (a program that never profiles keeps
+its signal handlers untouched):
+
+* ``atexit`` writes every open session at a normal exit and after an uncaught
+  exception (the interpreter runs exit handlers after printing the traceback);
+* SIGTERM and SIGHUP, whose default action kills the process without exit
+  handlers, get a handler that writes first and then does what the previous
+  disposition would have done: calls the program's own handler, or restores
+  the default and re-sends the signal, so the exit status is the one the
+  program would have had.  A disposition of "ignore" is left alone.  SIGINT
+  needs nothing: it raises KeyboardInterrupt and exit handlers run.
+
+A handler the program installs later replaces ours; its exit (``sys.exit``)
+still runs the exit handler.  Only the process that started the sessions
+writes them: a forked child never does.  ``PROTON_FLUSH_AT_EXIT=0`` turns all
+of this off.  SIGKILL and the OOM killer cannot be caught: use periodic
+writing (``proton.flush``-style snapshots) for runs that may die that way.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import signal
+import threading
+
+from . import log
+
+SIGNALS = ("SIGTERM", "SIGHUP")
+ENV_VAR = "PROTON_FLUSH_AT_EXIT"
+
+_lock = threading.Lock()
+_installed = False
+_owner_pid = 0
+_manager = None
+#: signal number -> the disposition ours replaced (a callable or SIG_DFL)
+_previous: dict[int, object] = {}
+
+
+def enabled() -> bool:
+    return os.environ.get(ENV_VAR, "1").strip().lower() not in ("0", "false", "no", "off")
+
+
+def install(manager) -> None:
+    """Arm the exit handler and the signal handlers (once per process; idempotent)."""
+    global _installed, _owner_pid, _manager
+    with _lock:
+        if _installed and _owner_pid == os.getpid():
+            return
+        if not enabled():
+            return
+        _installed, _owner_pid, _manager = True, os.getpid(), manager
+        atexit.register(_at_exit)
+        if threading.current_thread() is not threading.main_thread():
+            return  # signal handlers can only be set from the main thread; atexit still covers normal exits
+        for name in SIGNALS:
+            signum = getattr(signal, name, None)
+            if signum is None:
+                continue
+            previous = signal.getsignal(signum)
+            if previous is signal.SIG_IGN or previous is None or previous is _on_signal:
+                continue  # ignored on purpose, or set outside Python: leave it
+            _previous[signum] = previous
+            signal.signal(signum, _on_signal)
+
+
+def write_open_sessions(why: str) -> list[str]:
+    """Write every open session of this process; never raises (the program is ending)."""
+    manager = _manager
+    if manager is None or os.getpid() != _owner_pid or not manager.sessions:
+        return []
+    manager.cli_owned = False
+    try:
+        paths = manager.finalize(None)
+    except Exception as exc:  # a profile that cannot be written is reported, never a second crash
+        log.warn(f"could not write the profile at exit ({why}): {str(exc).splitlines()[0] if str(exc) else exc!r}")
+        return []
+    for path in paths:
+        log.warn(f"profile written to {path} at exit ({why}; finalize() was not called)")
+    return paths
+
+
+def _at_exit() -> None:
+    write_open_sessions("the program ended")
+
+
+def _on_signal(signum, frame) -> None:
+    write_open_sessions(signal.Signals(signum).name)
+    previous = _previous.get(signum, signal.SIG_DFL)
+    if callable(previous):
+        previous(signum, frame)
+        return
+    signal.signal(signum, signal.SIG_DFL)  # die as the signal would have killed us: same exit status
+    os.kill(os.getpid(), signum)
