@@ -60,18 +60,29 @@ def finalize(session: int | None = None, output_format: str | None = None, *, na
 
 def profile(func=None, *, name: str | None = None, context: str = "shadow", data: str = "tree",
             backend: str | None = None, mode: str | None = None, hook=None, output_format: str | None = None):
-    """Profile each call of ``func``: ``@proton.profile(name=...)`` or ``proton.profile(f, name=...)(args)``."""
+    """Profile each call of ``func``: ``@proton.profile(name=...)`` or ``proton.profile(f, name=...)(args)``.
+
+    Each call writes the profile of every call so far (calls accumulate); a
+    recursive call, or one while a session writing the same file is open,
+    records into that session.
+    """
 
     def decorate(f):
+        profiled = None  # what earlier calls recorded: every call writes the calls so far, not only its own
+
         @functools.wraps(f)
         def wrapper(*args, **kwargs):
-            sid = start(name or f.__name__, context=context, data=data, backend=backend, mode=mode, hook=hook,
-                        output_format=output_format)
+            nonlocal profiled
+            path = name or f.__name__
+            if MANAGER.cli_owned or MANAGER._open_with_path(path) is not None:  # the CLI's, or an outer call's
+                return f(*args, **kwargs)
+            sid = MANAGER.start(path, context=context, data=data, backend=backend, mode=mode, hook=hook,
+                                output_format=output_format, resume=profiled)
             try:
                 return f(*args, **kwargs)
             finally:
-                if not MANAGER.cli_owned:
-                    finalize(sid)
+                profiled = MANAGER.sessions[sid].profile
+                finalize(sid)
 
         return wrapper
 

@@ -50,7 +50,7 @@ _cache: dict[str, MetricName] = {}
 def parse_name(name: object, *, allow_reserved: bool = False) -> MetricName:
     """Parse and check a metric name; raise ProtonError saying what is wrong."""
     cached = _cache.get(name) if isinstance(name, str) else None
-    if cached is not None and (allow_reserved or cached.base not in RESERVED):
+    if cached is not None and (allow_reserved or cached.base.lower() not in RESERVED):
         return cached
     if not isinstance(name, str):
         raise ProtonError(f"metric name {name!r} is not a string: use names like 'flops16' or 'bytes (B)'")
@@ -64,9 +64,9 @@ def parse_name(name: object, *, allow_reserved: bool = False) -> MetricName:
     if kind is None and unit in (INCLUSIVE, EXCLUSIVE, PROPERTY):  # "x (exc)": a type, not a unit
         unit, kind = None, unit
     parsed = MetricName(m.group(1), unit, kind or INCLUSIVE)
-    if parsed.base in RESERVED and not allow_reserved:
+    if parsed.base.lower() in RESERVED and not allow_reserved:  # the viewer matches names case-insensitively
         raise ProtonError(
-            f"metric name {name!r} clashes with the reserved name '{parsed.base}' "
+            f"metric name {name!r} clashes with the reserved name '{parsed.base.lower()}' "
             f"(reserved: {', '.join(sorted(RESERVED))}); pick another name"
         )
     _cache[name] = parsed

@@ -124,9 +124,28 @@ class Session:
             self.profile.tree.add_metrics(path, numbers)
 
     def resolve_pending(self) -> None:
+        """Read the tensor metric values; a bad one is left out with one warning, never the profile."""
         pending, self.pending = self.pending, []
         for path, name, tensor in pending:
-            self.profile.tree.add_metrics(path, [(name, read_tensor(name.key, tensor))])
+            try:
+                value = read_tensor(name.key, tensor)
+            except Exception as exc:
+                where = "/".join(path) or "ROOT"
+                log.warn(f"session {self.id} ({self.name}): {str(exc).splitlines()[0]} at {where}; "
+                         "that value is left out of the profile")
+                continue
+            self.profile.tree.add_metrics(path, [(name, value)])
+
+    def same_settings(self, context, data, backend, mode, layers, output_format) -> str | None:
+        """None when a start() with these settings may share this open session, else what differs."""
+        wanted = {"context": context, "data": data, "mode": mode, "hook": [n for n, _ in layers],
+                  "output_format": output_format}
+        have = {"context": self.context, "data": self.data, "mode": self.mode, "hook": [n for n, _ in self.layers],
+                "output_format": self.output_format}
+        if backend is not None:
+            wanted["backend"], have["backend"] = backend, self.backend
+        differ = [f"{k}={have[k]!r} (asked: {wanted[k]!r})" for k in wanted if wanted[k] != have[k]]
+        return ", ".join(differ) or None
 
 
 class Manager:
@@ -160,7 +179,8 @@ class Manager:
 
     # --------------------------------------------------------------- start ----
     def start(self, name=None, *, context="shadow", data="tree", backend=None, mode=None, hook=None,
-              output_format=None) -> int:
+              output_format=None, resume=None) -> int:
+        """Open a session (see ``proton_core.start``); ``resume`` is a finalized session's Profile to add to."""
         plugins = get_plugins()
         defaults = config.project_defaults()
         name = name or defaults.get("name") or "proton"
@@ -184,6 +204,16 @@ class Manager:
                     "(pip install proton[frameworks] for triton, torch and jax)"
                 )
             layers.append((hook_name, reg))
+        with self.lock:
+            same = self._open_with_path(name)
+            if same is not None:  # as upstream: the open session writing that file is the one asked for
+                differ = same.same_settings(context, data, backend, mode, layers, output_format)
+                if differ:
+                    raise ProtonError(f"session {same.id} already writes {same.name!r} with other settings: "
+                                      f"{differ}; finalize it first or start with another name")
+                same.active = True
+                self._refresh()
+                return same.id
         base = base_reg.factory()  # before the backend starts: a source that cannot load leaves nothing running
         layer_objs = [(n, reg.factory()) for n, reg in layers]
         with self.lock:
@@ -191,6 +221,8 @@ class Manager:
             sid = self.next_id
             self.next_id += 1
             session = Session(sid, name, context, base, data, state, mode, layer_objs, output_format)
+            if resume is not None and resume.data == data:
+                session.profile = resume
             self.sessions[sid] = session
             state.sessions.append(session)
             self._configure(state)
@@ -210,6 +242,11 @@ class Manager:
         exit_flush.install(self)
         plugins.hook.proton_session_started(session=session)
         return sid
+
+    def _open_with_path(self, name: str):
+        """The open session whose output is ``name`` (same file), if any."""
+        path = os.path.abspath(name)
+        return next((s for s in self.sessions.values() if not s.closed and os.path.abspath(s.name) == path), None)
 
     def _backend(self, requested, mode) -> BackendState:
         plugins = get_plugins()

@@ -7,7 +7,7 @@ import threading
 import pytest
 
 import proton_core as proton
-from proton_core.testing import child as node, load_profile as load
+from proton_core.testing import child as node, get_plugins, load_profile as load
 from proton_core.context import THREAD
 from proton_core.errors import ProtonError
 from proton_core.session import MANAGER
@@ -98,14 +98,6 @@ def test_bad_metrics_fail_at_the_call(tmp_path, metrics, message):
         proton.enter_scope("s", metrics=metrics)
 
 
-def test_negative_tensor_metric_is_reported_at_finalize(tmp_path):
-    proton.start(str(tmp_path / "p"), backend="host")
-    with proton.scope("s", {"bytes": Scalar(-1.0)}):
-        pass
-    with pytest.raises(ProtonError, match="negative"):
-        proton.finalize()
-
-
 @pytest.mark.parametrize("kwargs, message", [
     ({"context": "frames"}, "unknown context 'frames'"),
     ({"data": "table"}, "unknown data 'table'"),
@@ -166,6 +158,28 @@ def test_unwritable_path_keeps_data_for_a_second_finalize(tmp_path, fake):
     paths = proton.finalize(sid, name=str(tmp_path / "second"))
     assert paths == [str(tmp_path / "second.hatchet")]
     assert node(load(paths[0])[0], "k")["metrics"]["time (ns)"] == 9
+
+
+def test_a_full_disk_keeps_data_and_leaves_no_partial_file(tmp_path, fake, monkeypatch):
+    import dataclasses
+    import errno
+
+    def full_disk(profile, path):
+        with open(path, "w") as f:
+            f.write("[{")  # the device fills up part-way
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    sid = proton.start(str(tmp_path / "p"), backend="fake")
+    fake.launch("k", 9)
+    sinks = get_plugins().sinks.items
+    monkeypatch.setitem(sinks, "hatchet", dataclasses.replace(sinks["hatchet"], writer=full_disk))
+    with pytest.raises(ProtonError) as err:
+        proton.finalize(sid)
+    assert "No space left on device" in str(err.value) and "\n" not in str(err.value)
+    assert list(tmp_path.iterdir()) == []  # neither the profile nor a partial temp file
+    monkeypatch.undo()
+    assert proton.finalize(sid) == [str(tmp_path / "p.hatchet")]
+    assert node(load(tmp_path / "p.hatchet")[0], "k")["metrics"]["time (ns)"] == 9
 
 
 def test_unknown_session_id_is_an_error():
@@ -329,3 +343,54 @@ def test_a_hook_that_fails_to_install_leaves_no_session(tmp_path):
         assert MANAGER.sessions == {} and MANAGER.backends == {}
     finally:
         get_plugins().unregister("failing_hook")
+
+
+def test_profile_decorator_accumulates_calls(tmp_path, fake):
+    @proton.profile(name=str(tmp_path / "acc"), backend="fake")
+    def step(n):
+        with proton.scope("step"):
+            for _ in range(n):
+                fake.launch("k", 10)
+        if n > 1:
+            step(n - 1)  # a recursive call records into the same session
+
+    step(1)
+    assert node(load(tmp_path / "acc.hatchet")[0], "step", "k")["metrics"]["count"] == 1
+    step(2)
+    k = node(load(tmp_path / "acc.hatchet")[0], "step", "k")["metrics"]
+    assert (k["count"], k["time (ns)"]) == (4, 40)
+
+
+def test_same_name_sessions_share_one_session(tmp_path, fake):
+    first = proton.start(str(tmp_path / "same"), backend="fake")
+    with proton.scope("a"):
+        fake.launch("k")
+    second = proton.start(str(tmp_path / "same"), backend="fake")
+    assert second == first
+    with proton.scope("b"):
+        fake.launch("k")
+    with pytest.raises(proton.ProtonError, match=r"already writes .* context='shadow' \(asked: 'python'\)"):
+        proton.start(str(tmp_path / "same"), backend="fake", context="python")
+    proton.finalize()
+    names = [c["frame"]["name"] for c in load(tmp_path / "same.hatchet")[0]["children"]]
+    assert names == ["a", "b"]
+
+
+def test_a_negative_tensor_metric_is_left_out_not_the_profile(tmp_path, fake, caplog):
+    proton.start(str(tmp_path / "neg"), backend="fake")
+    with proton.scope("good", {"bytes": Scalar(5.0)}):
+        fake.launch("k")
+    with proton.scope("bad", {"bytes": Scalar(-1.0)}):
+        fake.launch("k")
+    assert proton.finalize() == [str(tmp_path / "neg.hatchet")]
+    root = load(tmp_path / "neg.hatchet")[0]
+    assert node(root, "good")["metrics"]["bytes"] == 5.0 and "bytes" not in node(root, "bad")["metrics"]
+    assert node(root, "bad", "k")["metrics"]["count"] == 1
+    (message,) = [r.getMessage() for r in caplog.records]
+    assert "negative value -1.0" in message and "at bad" in message and "left out" in message
+
+
+@pytest.mark.parametrize("name", ["TIME", "Count", "CPU_TIME (ns)", "Device_Id"])
+def test_reserved_metric_names_are_caseless(name):
+    with pytest.raises(proton.ProtonError, match="reserved name"):
+        proton.scope("s", {name: 1})
