@@ -18,6 +18,7 @@ from .contexts.base import CAPTURED
 from .data import Profile, Trace
 from .data.trace import KernelEvent
 from .errors import BackendUnavailable, ProtonError
+from .phases import Phases
 from .metrics import read_tensor
 from .plugins import get_plugins
 
@@ -61,13 +62,22 @@ class Session:
         self.output_format = output_format
         self.active = True
         self.closed = False  # detached from its backend; only writing is left
-        self.profile = Profile(name, base_name, data, trace=Trace() if data == "trace" else None)
-        self.pending: list = []  # (path, MetricName, tensor) read at flush
+        self.phases = Phases(lambda: Profile(name, base_name, data, trace=Trace() if data == "trace" else None))
+        self.pending: list = []  # (phase, path, MetricName, tensor) read at flush
         self._paths: dict[int, tuple] = {0: ()}
 
     @property
     def backend(self) -> str:
         return self.backend_state.name
+
+    @property
+    def profile(self) -> Profile:
+        """The current phase's profile (after finalize: everything the session wrote)."""
+        return self.phases.profiles[self.phases.current]
+
+    @profile.setter
+    def profile(self, profile: Profile) -> None:
+        self.phases.profiles[self.phases.current] = profile
 
     # -------------------------------------------------------------- paths ----
     def elements(self, node_id: int) -> tuple:
@@ -102,13 +112,20 @@ class Session:
             path, kernel = layer.rewrite(path, kernel)
         return path, kernel
 
-    def add_record(self, node_id, kernel, device_id, time_ns, count) -> None:
+    def add_record(self, phase, node_id, kernel, device_id, time_ns, count) -> None:
+        profile = self.phases.profile_for(phase)
+        if profile is None:  # its phase was cleared before it was complete
+            self.phases.late += count
+            return
         path, kernel = self.kernel_path(self.elements(node_id), kernel)
-        self.profile.tree.add_kernel(path, kernel, self.backend_state.device_type, device_id, time_ns, count)
+        profile.tree.add_kernel(path, kernel, self.backend_state.device_type, device_id, time_ns, count)
 
-    def add_event(self, node_id, kernel, device_id, stream, start, end, launch, tid) -> None:
+    def add_event(self, phase, node_id, kernel, device_id, stream, start, end, launch, tid) -> None:
+        profile = self.phases.profile_for(phase)
+        if profile is None:
+            return  # counted with its record
         path, kernel = self.kernel_path(self.elements(node_id), kernel)
-        self.profile.trace.kernels.append(
+        profile.trace.kernels.append(
             KernelEvent(path, kernel, self.backend_state.device_type, device_id, stream, start, end, launch, tid)
         )
 
@@ -119,14 +136,17 @@ class Session:
             if isinstance(value, (int, float)):
                 numbers.append((name, value))
             else:
-                self.pending.append((path, name, value))
+                self.pending.append((self.phases.current, path, name, value))
         if numbers:
             self.profile.tree.add_metrics(path, numbers)
 
     def resolve_pending(self) -> None:
         """Read the tensor metric values; a bad one is left out with one warning, never the profile."""
         pending, self.pending = self.pending, []
-        for path, name, tensor in pending:
+        for phase, path, name, tensor in pending:
+            profile = self.phases.profile_for(phase)
+            if profile is None:
+                continue
             try:
                 value = read_tensor(name.key, tensor)
             except Exception as exc:
@@ -134,7 +154,7 @@ class Session:
                 log.warn(f"session {self.id} ({self.name}): {str(exc).splitlines()[0]} at {where}; "
                          "that value is left out of the profile")
                 continue
-            self.profile.tree.add_metrics(path, [(name, value)])
+            profile.tree.add_metrics(path, [(name, value)])
 
     def same_settings(self, context, data, backend, mode, layers, output_format) -> str | None:
         """None when a start() with these settings may share this open session, else what differs."""
@@ -307,32 +327,80 @@ class Manager:
             members = tuple(s for s in state.sessions if s.active and not s.closed)
             if members:
                 state.epoch += 1
-                state.epochs[state.epoch] = members
+                state.epochs[state.epoch] = tuple((s, s.phases.current) for s in members)
                 state.backend.set_epoch(state.epoch)
             else:
                 state.backend.set_epoch(0)
 
     def flush(self, state: BackendState) -> None:
+        """Route what the backend recorded into its sessions' phases (a flush delivers every earlier launch)."""
+        current = [(s, s.phases.current) for s in state.sessions]
         batch = state.backend.flush()
         for node_id, parent, kind, value in batch.nodes:
             state.nodes[node_id] = (parent, kind, value)
         state.devices.update({k: {**state.devices.get(k, {}), **v} for k, v in batch.devices.items()})
         epochs = state.epochs
         for epoch, node_id, kernel, device_id, time_ns, count in batch.records:
-            for session in epochs.get(epoch, ()):
+            for session, phase in epochs.get(epoch, ()):
                 if not session.closed:
-                    session.add_record(node_id, kernel, device_id, time_ns, count)
+                    session.add_record(phase, node_id, kernel, device_id, time_ns, count)
         for epoch, node_id, kernel, device_id, stream, start, end, launch, tid in batch.events:
-            for session in epochs.get(epoch, ()):
+            for session, phase in epochs.get(epoch, ()):
                 if not session.closed and session.data == "trace":
-                    session.add_event(node_id, kernel, device_id, stream, start, end, launch, tid)
-        for session in state.sessions:
-            session.profile.devices = state.devices
-            if batch.dropped and not session.closed:
-                session.profile.dropped += batch.dropped
+                    session.add_event(phase, node_id, kernel, device_id, stream, start, end, launch, tid)
+        for session, phase in current:
+            session.phases.flushed(phase)
+            for profile in session.phases.profiles.values():
+                profile.devices = state.devices
+            late, session.phases.late = session.phases.late, 0
+            if (batch.dropped or late) and not session.closed:
+                session.profile.dropped += batch.dropped + late
+            if late:
+                log.warn(f"session {session.id}: {late} kernels arrived for phases already cleared; "
+                         "they are counted in 'dropped' (clear a phase only once it is complete)")
         if batch.dropped:
             log.warn(f"backend {state.name!r} dropped {batch.dropped} activity records; "
                      "their kernels are missing from the profile (see 'dropped' in the profile)")
+
+    # ------------------------------------------------------------- phases ----
+    def _one(self, session_id) -> Session:
+        (session,) = self.get(session_id)
+        if session.closed:
+            raise ProtonError(f"session {session.id} is finalized: its phases were written")
+        return session
+
+    def advance_phase(self, session_id) -> int:
+        """Close ``session_id``'s current phase; kernels launched from now on go to the next one."""
+        with self.lock:
+            session = self._one(session_id)
+            phase = session.phases.advance()
+            self._refresh()  # a new epoch carries the new phase
+            return phase
+
+    def is_phase_complete(self, session_id, phase: int) -> bool:
+        with self.lock:
+            session = self._one(session_id)
+            session.phases.check(phase)
+            if phase < session.phases.current and not session.phases.is_complete(phase):
+                self.flush(session.backend_state)  # delivers everything launched before now
+            return session.phases.is_complete(phase)
+
+    def phase_profile(self, session_id, phase: int) -> Profile:
+        """The data of one phase so far (a flush first, so it holds every kernel delivered until now)."""
+        with self.lock:
+            session = self._one(session_id)
+            session.phases.check(phase)
+            self.flush(session.backend_state)
+            session.resolve_pending()
+            profile = session.phases.profile_for(phase)
+            if profile is None:
+                raise ProtonError(f"phase {phase} of session {session.id} was cleared")
+            return profile
+
+    def clear_phase(self, session_id, phase: int, up_to: bool = False) -> None:
+        with self.lock:
+            session = self._one(session_id)
+            session.phases.clear(session.phases.check(phase), up_to)
 
     # --------------------------------------------------------- activation ----
     def set_active(self, session_id, active: bool) -> None:
@@ -393,6 +461,7 @@ class Manager:
         for session in closing:
             plugins.hook.proton_session_finalizing(session=session)
             session.resolve_pending()
+            session.profile = session.phases.merged()  # what finalize writes: every phase still kept
             session.closed = True
             session.active = False
             for _, layer in session.layers:

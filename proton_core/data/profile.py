@@ -20,6 +20,16 @@ class Profile:
     #: Activity records a backend reported as dropped.
     dropped: int = 0
 
+    def merge(self, other: "Profile") -> None:
+        """Add ``other`` (a later phase of the same session) into this profile."""
+        self.tree.merge(other.tree)
+        if self.trace is not None and other.trace is not None:
+            self.trace.kernels += other.trace.kernels
+            self.trace.scopes += other.trace.scopes
+            self.trace.thread_names.update(other.trace.thread_names)
+        self.devices = {**self.devices, **other.devices}
+        self.dropped += other.dropped
+
     def device_info(self) -> dict:
         """Device properties of the devices that ran kernels in this profile."""
         out = {}

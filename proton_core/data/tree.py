@@ -78,6 +78,21 @@ class Tree:
             else:
                 store[key] = store.get(key, 0) + value
 
+    def merge(self, other: "Tree") -> None:
+        """Add ``other`` into this tree: kernels and metrics summed, properties taken from ``other``."""
+        stack = [(self.root, other.root)]
+        while stack:
+            mine, theirs = stack.pop()
+            for key, value in theirs.metrics.items():
+                mine.metrics[key] = value if key.endswith("(pty)") else mine.metrics.get(key, 0) + value
+            for device, (time_ns, count) in theirs.kernels.items():
+                stats = mine.kernels.setdefault(device, [0, 0])
+                stats[0] += time_ns
+                stats[1] += count
+            stack.extend((mine.child(name), child) for name, child in theirs.children.items())
+        for device_type, ids in other.device_ids.items():
+            self.device_ids.setdefault(device_type, set()).update(ids)
+
     def find(self, *path: str) -> Node | None:
         """The node at ``path`` (names below ROOT), or None."""
         node = self.root
