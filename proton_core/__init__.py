@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 
+from ._version import __version__
 from .errors import ProtonError
 from .plugins import hookimpl
 from .scope import cpu_timed_scope, enter_scope, exit_scope, scope, state
@@ -18,7 +19,7 @@ from .session import MANAGER
 
 __all__ = [
     "start", "finalize", "activate", "deactivate", "profile", "scope", "cpu_timed_scope", "state",
-    "enter_scope", "exit_scope", "hookimpl", "ProtonError",
+    "enter_scope", "exit_scope", "hookimpl", "ProtonError", "__version__",
 ]
 
 

@@ -29,7 +29,7 @@ from .registry import Registry, Staging
 hookimpl = pluggy.HookimplMarker("proton")
 
 ENTRY_POINT_GROUP = "proton"
-CORE_DISTRIBUTION = "proton"
+CORE_DISTRIBUTION = "proton-profiler"
 
 DEFAULT_PLUGINS = (
     "proton_core.sinks.hatchet",

@@ -305,7 +305,7 @@ class Manager:
             reasons.append(f"{reg.name}: {reason}")
         if not self._warned_host:
             self._warned_host = True
-            why = "; ".join(reasons) if reasons else "no GPU backend plugin installed (pip install proton[cupti])"
+            why = "; ".join(reasons) or "no GPU backend plugin installed (pip install proton-profiler[cupti])"
             log.warn(f"no GPU backend can run ({why}); using the host-only backend")
         return "host"
 
@@ -535,7 +535,7 @@ def describe_backends(plugins) -> str:
         reason = entry.unavailable_reason()
         parts.append(entry.name if reason is None else f"{entry.name} (unavailable: {reason})")
     missing = [n for n in ("cupti", "roctracer", "instrumentation") if n not in plugins.backends.items]
-    hint = f"; not installed: {', '.join(missing)} (pip install proton[<name>])" if missing else ""
+    hint = f"; not installed: {', '.join(missing)} (pip install proton-profiler[<name>])" if missing else ""
     return f"installed backends: {', '.join(parts)}{hint}"
 
 

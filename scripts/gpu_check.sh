@@ -35,7 +35,7 @@ done
 
 echo "== install"
 status=0
-# proton-cupti with its test bindings (_test_launch_noop etc.), which the gpu tests
+# proton-profiler-cupti with its test bindings (_test_launch_noop etc.), which the gpu tests
 # and probes drive; release wheels are built without them (PROTON_CUPTI_TESTING=OFF).
 export SKBUILD_CMAKE_DEFINE="${SKBUILD_CMAKE_DEFINE:+$SKBUILD_CMAKE_DEFINE;}PROTON_CUPTI_TESTING=ON"
 $PY -m pip install -q --no-build-isolation --no-deps -e . 2>&1 | tee "$OUT/install.log" || status=1

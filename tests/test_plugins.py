@@ -24,7 +24,7 @@ def test_defaults_register_like_external_plugins():
     plugins = get_plugins()
     for module in DEFAULT_PLUGINS:
         record = plugins.record(module.rsplit(".", 1)[-1])
-        assert record.status == "loaded" and record.distribution == "proton"
+        assert record.status == "loaded" and record.distribution == "proton-profiler"
     assert plugins.record("hatchet").kinds == ["sink"]
     assert plugins.record("host").kinds == ["backend"]
     assert {"shadow", "python"} <= set(plugins.contexts.names())
@@ -57,7 +57,7 @@ def test_a_plugin_name_taken_fails_the_newcomer_not_the_owner(runtime_plugins):
     plugins = get_plugins()
     runtime_plugins.append("host_twin")
     impostor = plugin(proton_register_backends=lambda register: register("other", Backend))
-    with pytest.raises(PluginError, match="plugin name 'host' is taken by proton"):
+    with pytest.raises(PluginError, match="plugin name 'host' is taken by proton-profiler"):
         plugins.register(impostor, name="host")
     records = [r for r in plugins.records if r.name == "host"]
     assert [r.status.split(":")[0] for r in records] == ["loaded", "failed"]
@@ -183,7 +183,7 @@ def test_disable_and_autoload_environment(tmp_path):
     out = run_python("from proton_core.plugins import get_plugins; "
                      "print(sorted({r.distribution for r in get_plugins().records}))",
                      {"PYTHONPATH": str(broken), "PROTON_PLUGINS_AUTOLOAD": "0"}, cwd=tmp_path)
-    assert out.stdout.strip() == "['proton']", out.stderr
+    assert out.stdout.strip() == "['proton-profiler']", out.stderr
 
 
 def test_third_party_sink_installs_and_writes(tmp_path):
