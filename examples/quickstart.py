@@ -1,10 +1,10 @@
 """Profile a small PyTorch workload; runs on a GPU (cupti) or a CPU (host-only).
 
-    proton --name quickstart examples/quickstart.py
-    proton-viewer -m time/us,cpu_time/us quickstart.hatchet
+    proton-profile --name quickstart examples/quickstart.py
+    proton-view -m time/us,cpu_time/us quickstart.hatchet
 
 Run directly (``python examples/quickstart.py``) it starts and finalizes a
-session itself; under the ``proton`` command those calls are ignored.
+session itself; under the ``proton-profile`` command those calls are ignored.
 """
 
 import torch

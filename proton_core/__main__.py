@@ -1,4 +1,4 @@
-"""``python -m proton_core``: the same as the ``proton`` command."""
+"""``python -m proton_core``: the same as the ``proton-profile`` command."""
 
 import sys
 

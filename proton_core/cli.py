@@ -1,116 +1,178 @@
-"""``proton``: profile a whole program without editing it.
+"""``proton-profile``: profile a whole program without editing it.
 
-    proton [options] script.py [args...]
-    proton [options] -m module [args...]
-    proton [options] pytest [pytest args...]
-    proton plugins
+    proton-profile [options] script.py [args...]
+    proton-profile [options] --module pkg.mod [args...]
+    proton-profile [options] pytest [pytest args...]
+    proton-profile plugins
 
-The CLI owns the one session (id 0): the program's own ``proton.start`` and
-``proton.finalize`` calls are ignored, the profile is written however the
-program ends, and the program's exit status is passed through.  Usage errors
-and Proton errors print one line ``proton: ...`` and exit with status 2.
+The options are upstream ``proton``'s, with their meanings (``-m`` is the
+backend mode), plus ours.  The program is found and run as ``python`` would:
+the script's directory, or the current directory for a module, comes first
+on ``sys.path`` before the lookup.  The CLI owns the one session (id 0): the
+program's own ``proton.start`` and ``proton.finalize`` calls are ignored, the
+profile is written however the program ends, and the program's exit status
+is passed through.  Usage errors and Proton errors print one line
+``proton: ...`` and exit with status 2.
 """
 
 from __future__ import annotations
 
+import builtins
+import importlib.machinery
 import importlib.util
+import io
 import os
+import pathlib
+import pkgutil
 import runpy
 import sys
 import traceback
+import types
 
+from ._version import __version__
 from .errors import ProtonError
 
+PROG = "proton-profile"
+
 USAGE = """\
-usage: proton [options] script.py [args...]
-       proton [options] -m module [args...]
-       proton [options] pytest [pytest args...]
-       proton plugins
+usage: proton-profile [options] script.py [args...]
+       proton-profile [options] --module pkg.mod [args...]
+       proton-profile [options] pytest [pytest args...]
+       proton-profile plugins
+       python -m proton_core ...            (the same command)
 
 Profile a Python program, module or pytest run; write the profile when it ends.
+The options are Triton proton's (-m is the backend mode); a program runs as
+`python script.py` or `python -m pkg.mod` would run it.
 
 options (before the program; everything after it is passed to the program):
   -n, --name NAME           output path without extension (default: proton)
   -b, --backend NAME        cupti, roctracer, instrumentation, host, ... (default:
                             PROTON_BACKEND, [tool.proton] in pyproject.toml, then auto)
   -c, --context NAME        shadow (scopes, default) or python (call stacks)
+  -m, --mode MODE           backend mode (e.g. a cupti PC-sampling mode)
   -d, --data KIND           tree (aggregated, default) or trace (every event)
   -k, --hook NAMES          layered context sources, comma-separated (triton,torch,...)
-      --mode MODE           backend mode (e.g. a cupti PC-sampling mode)
+  -i, --instrument NAME     print-mem-spaces: run without profiling, every Triton
+                            kernel compiled through Triton's memory-space pass
   -o, --output-format FMT   sink to write: hatchet (tree default), chrome_trace (trace default)
+      --module NAME         run module NAME as `python -m NAME` (ends the options)
   -h, --help                show this help
+      --version             show the version
 
 commands:
   plugins                   list installed plugins with kinds, versions and status
                             (a file named 'plugins' is run as a script instead)
 
 examples:
-  proton -n matmul -c python bench.py --size 4096
-  proton -b cupti pytest -x tests/test_kernels.py
-  proton -m my_package.train --epochs 1
-  proton-viewer -m time/ms matmul.hatchet
+  proton-profile -n matmul -c python bench.py --size 4096
+  proton-profile -b cupti pytest -x tests/test_kernels.py
+  proton-profile -n train --module my_package.train --epochs 1
+  proton-view -m time/ms matmul.hatchet
 """
 
-#: option spelling -> keyword of MANAGER.start
+#: option spelling -> keyword of MANAGER.start (or ``instrument``)
 OPTIONS = {
     "-n": "name", "--name": "name",
     "-b": "backend", "--backend": "backend",
     "-c": "context", "--context": "context",
+    "-m": "mode", "--mode": "mode",
     "-d": "data", "--data": "data",
     "-k": "hook", "--hook": "hook",
-    "--mode": "mode",
+    "-i": "instrument", "--instrument": "instrument",
     "-o": "output_format", "--output-format": "output_format", "--output_format": "output_format",
 }
+#: Long options without a value (or ending ours), which may be abbreviated like the others.
+COMMANDS = {"--help": "help", "--version": "version", "--module": "module"}
+#: ``-i`` analyses, as upstream names them -> the LLVM pass plugin Triton ships for it.
+INSTRUMENTS = {"print-mem-spaces": "libPrintLoadStoreMemSpaces.so"}
 
 
 class UsageError(Exception):
     """A command line we cannot act on; the message is one line."""
 
 
-def parse(argv: list[str]):
-    """Split ``argv`` into (start options, kind, target, program args).
+def long_option(name: str) -> str:
+    """The long option ``name`` spells, allowing an unambiguous prefix as argparse (and upstream) does."""
+    if name in OPTIONS or name in COMMANDS:
+        return name
+    found = {}
+    for option in [*OPTIONS, *COMMANDS]:
+        if option.startswith("--") and option.startswith(name):
+            found.setdefault(OPTIONS.get(option) or COMMANDS[option], option)
+    if len(found) == 1:
+        return next(iter(found.values()))
+    if found:
+        raise UsageError(f"ambiguous option {name}: could be {', '.join(sorted(found.values()))}")
+    return name
 
-    Parsing stops at the first word that is not a Proton option, at ``-m``
-    or at ``--``, so the program's own options are never taken for ours.
+
+def mode_hint(options: dict) -> str:
+    return (" (-m is the backend mode, as in Triton's proton: run a module with --module NAME)"
+            if "mode" in options else "")
+
+
+def parse(argv: list[str]):
+    """Split ``argv`` into (options, kind, target, program args).
+
+    Parsing stops at the first word that is not a Proton option, at
+    ``--module NAME`` or at ``--``, so the program's own options are never
+    taken for ours.
     """
     options: dict[str, str] = {}
     i = 0
     while i < len(argv):
         arg = argv[i]
-        if arg in ("-h", "--help"):
-            return options, "help", None, []
         if arg == "--":
             i += 1
             break
-        if arg == "-m" or (arg.startswith("-m") and not arg.startswith("--")):
-            module = arg[2:] or (argv[i + 1] if i + 1 < len(argv) else "")
-            if not module:
-                raise UsageError("-m needs a module name, e.g. proton -m my_package.main")
-            rest = argv[i + 1:] if arg[2:] else argv[i + 2:]
-            return options, "module", module, rest
         if not arg.startswith("-") or arg == "-":
             break
-        name, eq, value = arg.partition("=")
-        if eq and name in OPTIONS and name.startswith("--"):
+        if arg.startswith("--"):
+            name, eq, value = arg.partition("=")
+            name = long_option(name)
+            command = COMMANDS.get(name)
+            if command in ("help", "version"):
+                return options, command, None, []
+            if name not in OPTIONS and command is None:
+                raise UsageError(f"unknown option {arg} (see {PROG} -h; program options go after the script)"
+                                 + mode_hint(options))
+            if not eq:
+                if i + 1 >= len(argv):
+                    raise UsageError(f"option {name} needs a value (see {PROG} -h)")
+                value = argv[i + 1]
+                i += 1
+            i += 1
+            if command == "module":
+                if not value:
+                    raise UsageError(f"--module needs a module name, e.g. {PROG} --module my_package.main")
+                return options, "module", value, argv[i:]
             options[OPTIONS[name]] = value
-            i += 1
             continue
-        if arg in OPTIONS:
+        if arg[:2] == "-h":
+            return options, "help", None, []
+        if arg[:2] not in OPTIONS:
+            raise UsageError(f"unknown option {arg} (see {PROG} -h; program options go after the script)"
+                             + mode_hint(options))
+        value = arg[2:]  # -nNAME, -n=NAME or -n NAME, as argparse reads them
+        if value.startswith("="):
+            value = value[1:]
+        elif not value:
             if i + 1 >= len(argv):
-                raise UsageError(f"option {arg} needs a value (see proton -h)")
-            options[OPTIONS[arg]] = argv[i + 1]
-            i += 2
-            continue
-        if arg[:2] in OPTIONS and len(arg) > 2 and not arg.startswith("--"):  # -nNAME
-            options[OPTIONS[arg[:2]]] = arg[2:]
+                raise UsageError(f"option {arg} needs a value (see {PROG} -h)")
+            value = argv[i + 1]
             i += 1
-            continue
-        raise UsageError(f"unknown option {arg} (see proton -h; program options go after the script)")
+        options[OPTIONS[arg[:2]]] = value
+        i += 1
+    instrument = options.get("instrument")
+    if instrument is not None and instrument not in INSTRUMENTS:
+        raise UsageError(f"unknown instrument {instrument!r}: choose {', '.join(INSTRUMENTS)}")
     rest = argv[i:]
     if not rest:
-        raise UsageError("nothing to run: give a script, -m module or pytest (see proton -h)")
+        raise UsageError(f"nothing to run: give a script, --module NAME or pytest (see {PROG} -h)"
+                         + mode_hint(options))
     target, args = rest[0], rest[1:]
-    if target == "pytest":
+    if os.path.basename(target) == "pytest":  # as upstream: `pytest`, or a path to the pytest command
         return options, "pytest", target, args
     if target == "plugins" and not os.path.isfile(target):
         return options, "plugins", target, args
@@ -163,39 +225,96 @@ def show_plugins() -> int:
 
 
 # ------------------------------------------------------------------ running ----
+def safe_path() -> bool:
+    """``python -P`` / PYTHONSAFEPATH: python puts no script or working directory on sys.path."""
+    return bool(getattr(sys.flags, "safe_path", False))
+
+
+def launcher_path0() -> str | None:
+    """The sys.path entry python added for Proton itself (its script's directory, the cwd under -m), if any."""
+    if safe_path() or not sys.path:
+        return None
+    launcher = os.path.dirname(os.path.realpath(sys.argv[0])) if sys.argv and sys.argv[0] else ""
+    return sys.path[0] if sys.path[0] in ("", os.getcwd(), launcher) else None
+
+
+def set_path0(own: str | None, entry: str | None) -> None:
+    """Make ``entry`` the first sys.path entry in place of the one python added for Proton."""
+    if own is not None and sys.path and sys.path[0] == own:
+        del sys.path[0]
+    if entry is not None:
+        sys.path.insert(0, entry)
+
+
 def check_target(kind: str, target: str) -> None:
-    """Fail before profiling starts, so a typo writes no empty profile."""
+    """Fail before profiling starts, so a typo writes no empty profile (modules are looked up later)."""
     if kind == "script":
         if not os.path.exists(target):
             raise UsageError(f"no such script: {target}")
-        if os.path.isdir(target) and not os.path.exists(os.path.join(target, "__main__.py")):
-            raise UsageError(f"{target} is a directory without __main__.py: give a script file")
-    elif kind == "module":
-        try:
-            spec = importlib.util.find_spec(target)
-        except (ImportError, ValueError) as exc:
-            raise UsageError(f"cannot find module {target!r}: {exc}") from None
-        if spec is None:
-            raise UsageError(f"no module named {target!r} (is it installed, or run from its parent directory?)")
+        importer = pkgutil.get_importer(os.path.abspath(target))
+        if importer is not None and importer.find_spec("__main__") is None:  # a directory or zip file
+            raise UsageError(f"{target} has no __main__.py to run: give a script file")
     elif kind == "pytest" and importlib.util.find_spec("pytest") is None:
         raise UsageError("pytest is not installed: pip install pytest")
 
 
-def run_program(kind: str, target: str, args: list[str]) -> int:
-    """Run the program the way ``python`` would; return its exit status."""
-    if kind == "script":
-        sys.argv = [target, *args]
-        sys.path.insert(0, os.path.dirname(os.path.abspath(target)))
-        runpy.run_path(target, run_name="__main__")
-        return 0
-    if kind == "module":
-        sys.argv = [target, *args]  # runpy replaces argv[0] with the module's file
-        runpy.run_module(target, run_name="__main__", alter_sys=True)
-        return 0
-    import pytest
+def find_module(name: str) -> None:
+    """Look ``name`` up as ``python -m`` does (its parent packages are imported: they are the program's)."""
+    try:
+        spec = importlib.util.find_spec(name)
+        if spec is not None and spec.submodule_search_locations is not None:  # a package runs its __main__
+            if importlib.util.find_spec(f"{name}.__main__") is None:
+                raise UsageError(f"{name} is a package without __main__.py: give the module to run")
+    except (ImportError, ValueError) as exc:
+        raise UsageError(f"cannot find module {name!r}: {exc}") from None
+    if spec is None:
+        raise UsageError(f"no module named {name!r} (run from the directory holding it, or install it)")
 
-    sys.argv = ["pytest", *args]
-    return int(pytest.main(list(args)))
+
+def fresh_main() -> dict:
+    """A new ``__main__`` module for the program, as python gives a script (Proton's own is left behind)."""
+    module = types.ModuleType("__main__")
+    module.__builtins__ = builtins
+    sys.modules["__main__"] = module
+    return module.__dict__
+
+
+def run_file(path: str) -> None:
+    """Run a script (source or compiled) as ``__main__``."""
+    with io.open_code(path) as f:
+        code = pkgutil.read_code(f)  # None unless a .pyc
+    loader = importlib.machinery.SourcelessFileLoader if code is not None else importlib.machinery.SourceFileLoader
+    if code is None:
+        with io.open_code(path) as f:
+            code = compile(f.read(), path, "exec")
+    namespace = fresh_main()
+    namespace.update(__file__=path, __cached__=None, __loader__=loader("__main__", path))
+    exec(code, namespace)
+
+
+def run_program(kind: str, target: str, args: list[str], own_path0: str | None) -> int:
+    """Run the program the way ``python`` would; return its exit status."""
+    if kind == "pytest":
+        import pytest
+
+        sys.argv = ["pytest", *args]
+        return int(pytest.main(list(args)))
+    sys.argv = [target, *args]
+    if kind == "module":
+        set_path0(own_path0, None if safe_path() else os.getcwd())
+        find_module(target)
+        fresh_main()
+        runpy._run_module_as_main(target)  # what `python -m` itself calls: argv[0] becomes the module's file
+        return 0
+    path = os.path.join(os.getcwd(), target)  # python's __file__: absolute, not normalised
+    if pkgutil.get_importer(path) is None:
+        set_path0(own_path0, None if safe_path() else os.path.dirname(os.path.realpath(target)))
+        run_file(path)
+    else:  # a directory or zip file with __main__.py
+        set_path0(own_path0, path)
+        fresh_main()
+        runpy._run_module_as_main("__main__", alter_argv=False)
+    return 0
 
 
 def exit_status(exc: SystemExit) -> int:
@@ -221,27 +340,59 @@ def print_program_error(exc: BaseException) -> None:
     traceback.print_exception(type(exc), exc, tb)
 
 
+def execute(kind: str, target: str, args: list[str], own_path0: str | None) -> int:
+    """Run the program; its errors are reported as python would, and become its exit status."""
+    try:
+        return run_program(kind, target, args, own_path0)
+    except UsageError:
+        raise
+    except SystemExit as exc:
+        return exit_status(exc)
+    except KeyboardInterrupt as exc:
+        print_program_error(exc)
+        return 130
+    except BaseException as exc:  # the program's own error
+        print_program_error(exc)
+        return 1
+
+
+def instrument_env(name: str) -> dict[str, str]:
+    """Upstream's ``-i NAME``: Triton recompiles every kernel through its LLVM pass plugin for NAME."""
+    library = INSTRUMENTS[name]
+    spec = importlib.util.find_spec("triton")
+    if spec is None or not spec.submodule_search_locations:
+        raise UsageError(f"-i {name} runs Triton's {library} pass, and Triton is not installed (pip install triton)")
+    found = next((p for d in spec.submodule_search_locations for p in pathlib.Path(d).rglob(library)), None)
+    if found is None:
+        raise UsageError(f"-i {name}: the installed Triton has no {library} (a Triton wheel ships it)")
+    return {"TRITON_ALWAYS_COMPILE": "1", "TRITON_DISABLE_LINE_INFO": "0", "LLVM_PASS_PLUGIN_PATH": str(found)}
+
+
+def instrument_program(name: str, kind: str, target: str, args: list[str]) -> int:
+    """Run the program under upstream's instrumentation analysis, without a profiling session (as upstream)."""
+    check_target(kind, target)
+    os.environ.update(instrument_env(name))
+    return execute(kind, target, args, launcher_path0())
+
+
 def profile_program(options: dict, kind: str, target: str, args: list[str]) -> int:
     from .session import MANAGER
 
-    check_target(kind, target)
-    if kind == "module":
-        sys.path.insert(0, os.getcwd())
+    try:
+        check_target(kind, target)
+    except UsageError as exc:
+        raise UsageError(f"{exc}{mode_hint(options)}") from None
+    own_path0 = launcher_path0()
     MANAGER.start(options.get("name"), context=options.get("context", "shadow"), data=options.get("data", "tree"),
                   backend=options.get("backend"), mode=options.get("mode"), hook=options.get("hook"),
                   output_format=options.get("output_format"))
     MANAGER.cli_owned = True
     status = 0
     try:
-        status = run_program(kind, target, args)
-    except SystemExit as exc:
-        status = exit_status(exc)
-    except KeyboardInterrupt as exc:
-        print_program_error(exc)
-        status = 130
-    except BaseException as exc:  # the program's own error: report it as python would, then still write
-        print_program_error(exc)
-        status = 1
+        status = execute(kind, target, args, own_path0)
+    except UsageError:  # the module was not found: write nothing
+        MANAGER.reset()
+        raise
     finally:
         MANAGER.cli_owned = False
         try:
@@ -256,15 +407,20 @@ def profile_program(options: dict, kind: str, target: str, args: list[str]) -> i
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of ``proton``; returns the exit status (the program's, or 2 for our errors)."""
+    """Entry point of ``proton-profile``; returns the exit status (the program's, or 2 for our errors)."""
     argv = sys.argv[1:] if argv is None else list(argv)
     try:
         options, kind, target, args = parse(argv)
         if kind == "help":
             print(USAGE, end="")
             return 0
+        if kind == "version":
+            print(f"{PROG} {__version__}")
+            return 0
         if kind == "plugins":
             return show_plugins()
+        if "instrument" in options:
+            return instrument_program(options["instrument"], kind, target, args)
         return profile_program(options, kind, target, args)
     except (UsageError, ProtonError) as exc:
         print(f"proton: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}", file=sys.stderr)

@@ -137,8 +137,8 @@ def is_internal(filename: str) -> bool:
 
 
 def frame_name(filename: str, function: str, line: int) -> str:
-    """Upstream's frame spelling, ``file:function@line``."""
-    return f"{filename}:{function}@{line}"
+    """Upstream's frame spelling (Triton 3.6 on), ``file:line@function``."""
+    return f"{filename}:{line}@{function}"
 
 
 def capture_frames(start=None) -> list[str]:

@@ -133,7 +133,7 @@ def test_python_context_paths(tmp_path, fake):
         cur = cur["children"][0]
         names.append(cur["frame"]["name"])
     assert names[-1] == "k"
-    assert names[-2].endswith(":inner@" + str(inner.__code__.co_firstlineno + 1))
+    assert names[-2].endswith(f":{inner.__code__.co_firstlineno + 1}@inner")  # file:line@function
     assert names[-2].startswith(__file__)
     assert not any("proton_core" in n or "fake_backend" in n for n in names)
 

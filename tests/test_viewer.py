@@ -1,4 +1,4 @@
-"""proton-viewer on profiles written by the core with the fake and host backends: printed numbers."""
+"""proton-view on profiles written by the core with the fake and host backends: printed numbers."""
 
 import json
 import re
@@ -12,7 +12,7 @@ from proton_core.testing import load_profile as load
 from proton_core import viewer
 from proton_core.viewer import peaks
 
-pytest.importorskip("hatchet", reason="proton-viewer renders with llnl-hatchet (pip install proton[viewer])")
+pytest.importorskip("hatchet", reason="proton-view renders with llnl-hatchet (pip install proton-profiler[viewer])")
 
 NUM = r"(-?(?:\d+\.\d+|nan|inf))"
 
@@ -103,6 +103,8 @@ def test_diff_profile(capsys, tmp_path, fake):
     assert row(out, "only_new") == [100.0]
     assert row(out, "only_old") == [-300.0]
     assert row(out, "s") == [2800.0]
+    # upstream's single-dash spelling, before the profile as its help shows it
+    assert show(capsys, "-m", "time/ns", "-diff", tmp_path / "old.hatchet", tmp_path / "new.hatchet") == out
 
 
 def test_include_exclude_depth_threshold(capsys, tmp_path, fake):
@@ -123,9 +125,13 @@ def test_include_exclude_depth_threshold(capsys, tmp_path, fake):
     assert row(out, "ROOT") == [1000.0]
     assert set(names(out)) == {"ROOT", "fwd", "relu", "bwd"}
 
-    out = show(capsys, "-m", "time/ns", "-d", "1", path)
+    # -d counts ROOT as level 1, as upstream's viewer (hatchet's tree depth) does
+    out = show(capsys, "-m", "time/ns", "-d", "2", path)
     assert set(names(out)) == {"ROOT", "fwd", "bwd"}
     assert row(out, "fwd") == [4000.0] and row(out, "bwd") == [200.0]
+    assert names(show(capsys, "-m", "time/ns", "--depth=1", path)) == ["ROOT"]
+    assert set(names(show(capsys, "-m", "time/ns", "-d3", path))) == {"ROOT", "fwd", "bwd", "matmul", "relu",
+                                                                     "matmul_grad"}
 
     out = show(capsys, "-m", "time/ns", "-t", "500", path)
     assert set(names(out)) == {"ROOT", "fwd", "matmul", "relu"}
@@ -144,6 +150,9 @@ def test_print_sorted_orders_kernels_by_first_metric(capsys, tmp_path, fake):
     assert [line.split()[0] for line in listing] == ["large", "medium", "small"]
     assert [float(line.split()[1]) for line in listing] == [90.0, 9.0, 1.0]
     assert float(listing[0].split()[2]) == 900.0
+    shallow = show(capsys, "-m", "time/%,time/ns", "--print-sorted", "-d", "2", tmp_path / "p.hatchet")
+    assert "large" not in shallow.split("kernels sorted by")[0]  # -d limits the tree, not the kernel list
+    assert shallow.split("kernels sorted by")[1] == out.split("kernels sorted by")[1]
 
 
 def test_frame_formats(capsys, tmp_path, fake):
@@ -155,12 +164,54 @@ def test_frame_formats(capsys, tmp_path, fake):
     proton.finalize()
     path = tmp_path / "py.hatchet"
     full = show(capsys, "-m", "time/ns", "-f", "full", path)
-    frame = next(n for n in names(full) if ":launcher@" in n)
+    frame = next(n for n in names(full) if n.endswith("@launcher"))  # upstream's file:line@function
     assert frame.startswith("/") and frame.split(":")[0].endswith("test_viewer.py")
-    line = frame.rsplit("@", 1)[1]
-    assert f"test_viewer.py:launcher@{line}" in names(show(capsys, "-f", "file_function_line", path))
-    assert f"launcher@{line}" in names(show(capsys, "-f", "function_line", path))
-    assert "test_viewer.py:launcher" in names(show(capsys, "-f", "file_function", path))
+    line = frame.rsplit(":", 1)[1].split("@")[0]
+    assert line == str(launcher.__code__.co_firstlineno + 1)
+    # what upstream's viewer prints for each -f
+    assert f"test_viewer.py:{line}@launcher" in names(show(capsys, "-f", "file_function_line", path))
+    assert f"{line}@launcher" in names(show(capsys, "-f", "function_line", path))
+    assert "test_viewer.py@launcher" in names(show(capsys, "-f", "file_function", path))
+    assert "kern" in names(show(capsys, "-f", "file_function", path))  # kernels are not frames
+
+
+OLD_SPELLING = [
+    {"frame": {"name": "ROOT", "type": "function"}, "metrics": {},
+     "children": [
+         {"frame": {"name": "/src/train.py:main@12", "type": "function"}, "metrics": {},
+          "children": [{"frame": {"name": "/src/model.py:<lambda>@7", "type": "function"}, "metrics": {},
+                        "children": [{"frame": {"name": "gemm", "type": "function"},
+                                      "metrics": {"time (ns)": 50, "count": 1}, "children": []}]}]},
+         {"frame": {"name": "ns::op@3", "type": "function"}, "metrics": {"time (ns)": 1, "count": 1},
+          "children": []},
+     ]},
+    {},
+]
+
+
+@pytest.mark.parametrize("style, frames", [
+    ("full", ["/src/train.py:12@main", "/src/model.py:7@<lambda>"]),
+    ("file_function_line", ["train.py:12@main", "model.py:7@<lambda>"]),
+    ("function_line", ["12@main", "7@<lambda>"]),
+    ("file_function", ["train.py@main", "model.py@<lambda>"]),
+])
+def test_frame_formats_read_the_old_spelling(capsys, tmp_path, style, frames):
+    """Profiles written before the switch (file:function@line) come out in upstream's spelling."""
+    path = tmp_path / "old.hatchet"
+    path.write_text(json.dumps(OLD_SPELLING))
+    assert sorted(names(show(capsys, "-f", style, path))) == sorted(["ROOT", *frames, "gemm", "ns::op@3"])
+
+
+def test_diff_matches_old_and_new_spellings(capsys, tmp_path):
+    new = json.loads(json.dumps(OLD_SPELLING))
+    train = new[0]["children"][0]
+    train["frame"]["name"] = "/src/train.py:12@main"
+    train["children"][0]["frame"]["name"] = "/src/model.py:7@<lambda>"
+    train["children"][0]["children"][0]["metrics"]["time (ns)"] = 80
+    (tmp_path / "old.hatchet").write_text(json.dumps(OLD_SPELLING))
+    (tmp_path / "new.hatchet").write_text(json.dumps(new))
+    out = show(capsys, "-m", "time/ns", "-diff", tmp_path / "old.hatchet", tmp_path / "new.hatchet")
+    assert row(out, "/src/model.py:7@<lambda>") == [30.0] and row(out, "gemm") == [30.0]
 
 
 def test_list_metrics(capsys, two_kernels):
@@ -243,6 +294,25 @@ def test_bad_inputs_are_one_line_exit_2(capsys, tmp_path, two_kernels):
     assert "needs 'flops32'" in bad(capsys, "-m", "flop32/s", two_kernels)
     assert "not a valid regular expression" in bad(capsys, "-i", "(", two_kernels)
     assert "-d/--depth" in bad(capsys, "-d", "-1", two_kernels)
+    assert "-d/--depth counts ROOT as level 1" in bad(capsys, "-d", "0", two_kernels)
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["-d", "x", "p.hatchet"], "argument -d/--depth: invalid int value: 'x'"),
+    (["-f", "short", "p.hatchet"], "argument -f/--format: invalid choice: 'short'"),
+    ([], "the following arguments are required: profile"),
+    (["--bogus", "p.hatchet"], "unrecognized arguments: --bogus"),
+])
+def test_bad_command_lines_are_one_line_exit_2(capsys, argv, message):
+    err = bad(capsys, *argv)
+    assert err.startswith("proton-view: ") and message in err
+
+
+def test_version(capsys):
+    from proton_core._version import __version__
+
+    assert viewer.main(["--version"]) == 0
+    assert capsys.readouterr().out == f"proton-view {__version__}\n"
 
 
 def test_bad_input_missing_metric_for_derived_form(capsys, tmp_path):
@@ -270,4 +340,5 @@ def test_missing_hatchet_says_how_to_install(tmp_path, two_kernels):
     proc = subprocess.run([sys.executable, "-m", "proton_core.viewer", "-m", "time/s", str(two_kernels)],
                           capture_output=True, text=True, env=env)
     assert proc.returncode == 2
-    assert proc.stderr.strip() == "proton-viewer: llnl-hatchet is not installed (it draws the tree): pip install proton[viewer]"
+    assert proc.stderr.strip() == ("proton-view: llnl-hatchet is not installed (it draws the tree): "
+                                   "pip install proton-profiler[viewer]")

@@ -1,6 +1,6 @@
 """``context="python"``: paths are the Python frames of each launch.
 
-Frames are spelled ``file:function@line`` as upstream does; frames of the
+Frames are spelled ``file:line@function`` as upstream does; frames of the
 profiler itself are left out.  ``state`` and Triton ops still apply.
 """
 
@@ -21,7 +21,7 @@ class PythonContext(BaseContext):
         return annotations_only(context_id)
 
     def spell_frame(self, frame):
-        filename = frame.rsplit(":", 1)[0]
+        filename = frame.rsplit(":", 1)[0]  # "file:line@function": no ':' after the file
         return [] if is_internal(filename) else [(FRAME, frame)]
 
     def here(self):
@@ -31,4 +31,4 @@ class PythonContext(BaseContext):
 
 @hookimpl
 def proton_register_contexts(register):
-    register("python", PythonContext, base=True, description="Python call path (file:function@line) of each launch")
+    register("python", PythonContext, base=True, description="Python call path (file:line@function) of each launch")

@@ -1,4 +1,4 @@
-"""``python -m proton_core.viewer``: the same as ``proton-viewer``."""
+"""``python -m proton_core.viewer``: the same as ``proton-view``."""
 
 import sys
 

@@ -17,7 +17,7 @@ METADATA_SCOPE = "__proton_launch_metadata"
 
 
 class ViewerError(Exception):
-    """Bad input for proton-viewer; the message is one line saying what to do."""
+    """Bad input for proton-view; the message is one line saying what to do."""
 
 
 # ------------------------------------------------------------------ shaping ----
@@ -74,24 +74,42 @@ def prune_threshold(root: Node, column: str, threshold: float) -> None:
     _no_recursion_limit(lambda: passes(root))
 
 
-FRAME = re.compile(r"^(?P<file>.*):(?P<func>[^:@/]+)@(?P<line>\d+)$")
+#: A Python function name as frames spell it: an identifier or ``<module>``, ``<lambda>``, ...
+_FUNC = r"(?P<func>[^\W\d][\w.]*|<[^<>:@/]+>)"
+#: Frames as upstream spells them since Triton 3.6 (``file:line@function``), then as before (``file:function@line``).
+FRAMES = (
+    re.compile(rf"^(?P<file>.*[^:]):(?P<line>\d+)@{_FUNC}$"),
+    re.compile(rf"^(?P<file>.*[^:]):{_FUNC}@(?P<line>\d+)$"),
+)
+#: What ``-f`` makes of a frame, as upstream's viewer prints it.
+FRAME_STYLES = {
+    "full": "{file}:{line}@{func}",
+    "file_function_line": "{base}:{line}@{func}",
+    "function_line": "{line}@{func}",
+    "file_function": "{base}@{func}",
+}
+
+
+def parse_frame(name: str):
+    """(file, line, function) of a Python frame in either spelling, or None for other names."""
+    for pattern in FRAMES:
+        m = pattern.match(name)
+        if m:
+            return m["file"], m["line"], m["func"]
+    return None
 
 
 def format_frames(root: Node, style: str) -> None:
-    """Shorten Python frames ``file:function@line``; other names are left alone."""
-    if style == "full":
-        return
+    """Spell Python frames in upstream's ``style``; old ``file:function@line`` frames are read too.
+
+    Other names (scopes, kernels) are left alone.
+    """
+    template = FRAME_STYLES[style]
     for node in root.walk():
-        m = FRAME.match(node.name)
-        if not m:
-            continue
-        base = os.path.basename(m["file"])
-        if style == "file_function_line":
-            node.name = f"{base}:{m['func']}@{m['line']}"
-        elif style == "function_line":
-            node.name = f"{m['func']}@{m['line']}"
-        elif style == "file_function":
-            node.name = f"{base}:{m['func']}"
+        frame = parse_frame(node.name)
+        if frame is not None:
+            file, line, func = frame
+            node.name = template.format(file=file, base=os.path.basename(file), line=line, func=func)
 
 
 def diff(a: Node, b: Node) -> Node:

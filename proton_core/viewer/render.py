@@ -6,7 +6,7 @@ import math
 
 from ..formats.hatchet import Node
 
-INSTALL_HINT = "llnl-hatchet is not installed (it draws the tree): pip install proton[viewer]"
+INSTALL_HINT = "llnl-hatchet is not installed (it draws the tree): pip install proton-profiler[viewer]"
 
 
 def import_hatchet():

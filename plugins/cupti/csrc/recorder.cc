@@ -362,7 +362,8 @@ Recorder::FlushOut Recorder::flush() {
       uint32_t pos = uint32_t(k.value & 0xffffffffu);
       int line = (pos & kLastiBit) ? PyCode_Addr2Line(reinterpret_cast<PyCodeObject*>(code), int(pos & ~kLastiBit))
                                    : int(pos);
-      n.frame = attr_utf8(code, "co_filename") + ":" + attr_utf8(code, "co_name") + "@" + std::to_string(line);
+      // Upstream's spelling: file:line@function.
+      n.frame = attr_utf8(code, "co_filename") + ":" + std::to_string(line) + "@" + attr_utf8(code, "co_name");
     }
     out.nodes.push_back(std::move(n));
   }
