@@ -510,12 +510,15 @@ def output_path(name: str, extension: str) -> str:
 
 
 def write(session: Session, fmt: str, name: str, plugins) -> str:
+    from .progress import progress
+
     reg = plugins.sinks.get(fmt)
     path = output_path(name, reg.extension)
     directory = os.path.dirname(os.path.abspath(path))
     tmp = os.path.join(directory, f".{os.path.basename(path)}.{os.getpid()}.tmp")
     try:
-        reg.writer(session.profile, tmp)
+        with progress(f"writing {path}"):
+            reg.writer(session.profile, tmp)
         os.replace(tmp, path)
     except OSError as exc:
         try:
