@@ -25,6 +25,8 @@ class Phases:
         self.complete_below = 0
         #: Records that arrived for a phase already cleared (counted, never silently lost).
         self.late = 0
+        #: Kernels recorded per phase (what ``launches=`` periodic writing counts).
+        self.counts: dict[int, int] = {}
 
     def advance(self) -> int:
         """Close the current phase and open the next; returns the new phase's number."""
@@ -54,6 +56,7 @@ class Phases:
                 self.profiles[number] = self._new()
             else:
                 del self.profiles[number]
+            self.counts.pop(number, None)
 
     def complete_phases(self) -> list[int]:
         """Kept phases that are complete, oldest first (what periodic writing takes)."""

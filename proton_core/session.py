@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 
-from . import config, exit_flush, log
+from . import config, exit_flush, log, periodic
 from .backend import NODE_CAPTURED_AT, NODE_CONTEXT, NODE_FRAME, CAPTURED_AT, context_setter
 from .context import OP, THREAD
 from .contexts.base import CAPTURED
@@ -64,6 +65,8 @@ class Session:
         self.closed = False  # detached from its backend; only writing is left
         self.phases = Phases(lambda: Profile(name, base_name, data, trace=Trace() if data == "trace" else None))
         self.pending: list = []  # (phase, path, MetricName, tensor) read at flush
+        self.writer = None  # periodic.Writer with mode="periodic_flushing"
+        self.parts: list[str] = []  # files periodic writing wrote
         self._paths: dict[int, tuple] = {0: ()}
 
     @property
@@ -119,6 +122,7 @@ class Session:
             return
         path, kernel = self.kernel_path(self.elements(node_id), kernel)
         profile.tree.add_kernel(path, kernel, self.backend_state.device_type, device_id, time_ns, count)
+        self.phases.counts[phase] = self.phases.counts.get(phase, 0) + count
 
     def add_event(self, phase, node_id, kernel, device_id, stream, start, end, launch, tid) -> None:
         profile = self.phases.profile_for(phase)
@@ -236,8 +240,11 @@ class Manager:
                 return same.id
         base = base_reg.factory()  # before the backend starts: a source that cannot load leaves nothing running
         layer_objs = [(n, reg.factory()) for n, reg in layers]
+        backend_mode, periodic_options = periodic.split_mode(mode)
+        if periodic_options is not None and periodic_options.format is not None:
+            check_format(periodic_options.format, data)
         with self.lock:
-            state = self._backend(backend, mode)
+            state = self._backend(backend, backend_mode)
             sid = self.next_id
             self.next_id += 1
             session = Session(sid, name, context, base, data, state, mode, layer_objs, output_format)
@@ -259,6 +266,9 @@ class Manager:
                 del self.sessions[sid]
                 self._refresh()
                 raise
+        if periodic_options is not None:
+            session.writer = periodic.Writer(self, session, periodic_options)
+            session.writer.start()
         exit_flush.install(self)
         plugins.hook.proton_session_started(session=session)
         return sid
@@ -402,6 +412,33 @@ class Manager:
             session = self._one(session_id)
             session.phases.clear(session.phases.check(phase), up_to)
 
+    def periodic_tick(self, session: Session) -> None:
+        """The periodic writer's poll: end the phase when due, flush, write and free complete phases."""
+        with self.lock:
+            if session.closed:
+                return
+            phases = session.phases
+            if session.writer.due(phases.counts.get(phases.current, 0)):
+                self.advance_phase(session.id)
+                session.writer.phase_started = time.monotonic()
+            self.flush(session.backend_state)
+            session.resolve_pending()
+            self._write_parts(session, session.writer.options.format or session.output_format, session.name,
+                              get_plugins())
+
+    def _write_parts(self, session: Session, fmt: str, name: str, plugins, everything: bool = False) -> list[str]:
+        """Write complete phases (all kept ones with ``everything``) to ``<name>.part_<N>`` and free them."""
+        phases = session.phases
+        numbers = sorted(phases.profiles) if everything else phases.complete_phases()
+        for number in numbers:
+            profile = phases.profiles[number]
+            empty = not profile.tree.root.children and not profile.tree.root.metrics
+            if not empty or (everything and number == numbers[-1] and not session.parts):  # a run leaves a file
+                path = write_profile(profile, fmt, periodic.part_name(name, number), plugins, session.id)
+                session.parts.append(path)
+            phases.clear(number)
+        return list(session.parts) if everything else []
+
     # --------------------------------------------------------- activation ----
     def set_active(self, session_id, active: bool) -> None:
         with self.lock:
@@ -413,6 +450,9 @@ class Manager:
     # ------------------------------------------------------------ finalize ----
     def finalize(self, session_id=None, output_format=None, name=None) -> list[str]:
         plugins = get_plugins()
+        for session in self.get(session_id):
+            if session.writer is not None:
+                session.writer.stop()  # outside the lock: its last tick may be waiting for it
         with self.lock:
             sessions = self.get(session_id)
             if name is not None and len(sessions) != 1:
@@ -425,12 +465,16 @@ class Manager:
             for session in sessions:
                 fmt = output_format or session.output_format
                 try:
-                    written.append(write(session, fmt, name or session.name, plugins))
+                    if session.writer is not None:
+                        paths = self._write_parts(session, fmt, name or session.name, plugins, everything=True)
+                    else:
+                        paths = [write(session, fmt, name or session.name, plugins)]
                 except ProtonError as exc:
                     errors.append(str(exc))
                     continue
+                written += paths
                 del self.sessions[session.id]
-                plugins.hook.proton_session_finalized(session=session, paths=[written[-1]])
+                plugins.hook.proton_session_finalized(session=session, paths=paths)
             self._refresh()
         if errors:
             raise ProtonError(" | ".join(errors))
@@ -461,7 +505,8 @@ class Manager:
         for session in closing:
             plugins.hook.proton_session_finalizing(session=session)
             session.resolve_pending()
-            session.profile = session.phases.merged()  # what finalize writes: every phase still kept
+            if session.writer is None:
+                session.profile = session.phases.merged()  # what finalize writes: every phase still kept
             session.closed = True
             session.active = False
             for _, layer in session.layers:
@@ -510,6 +555,11 @@ def output_path(name: str, extension: str) -> str:
 
 
 def write(session: Session, fmt: str, name: str, plugins) -> str:
+    return write_profile(session.profile, fmt, name, plugins, session.id)
+
+
+def write_profile(profile: Profile, fmt: str, name: str, plugins, session_id: int) -> str:
+    """Write through a temporary file and rename, so a failed write leaves no partial file and keeps the data."""
     from .progress import progress
 
     reg = plugins.sinks.get(fmt)
@@ -518,7 +568,7 @@ def write(session: Session, fmt: str, name: str, plugins) -> str:
     tmp = os.path.join(directory, f".{os.path.basename(path)}.{os.getpid()}.tmp")
     try:
         with progress(f"writing {path}"):
-            reg.writer(session.profile, tmp)
+            reg.writer(profile, tmp)
         os.replace(tmp, path)
     except OSError as exc:
         try:
@@ -526,8 +576,8 @@ def write(session: Session, fmt: str, name: str, plugins) -> str:
         except OSError:
             pass
         raise ProtonError(
-            f"cannot write session {session.id}'s profile to {path!r} ({exc.strerror or exc}); its data is kept: "
-            f"call proton.finalize({session.id}, name='<writable path>')"
+            f"cannot write session {session_id}'s profile to {path!r} ({exc.strerror or exc}); its data is kept: "
+            f"call proton.finalize({session_id}, name='<writable path>')"
         ) from None
     return path
 

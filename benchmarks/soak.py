@@ -1,0 +1,137 @@
+"""Soak test (GPU): a long run under periodic writing keeps flat memory and loses no kernel.
+
+100 M kernels over 1 000 phases by default: direct launches of an empty kernel
+(the cupti test build's noop launcher) under scopes that cycle through 100 000
+distinct names (1 000 scope entries a phase, so every name has been seen by
+phase 100: the warm-up), and CUDA-graph replays. Each phase ends with ``proton.data.advance_phase``;
+the periodic writer writes and frees complete phases as part files. Reports
+RSS after every phase (flat after warm-up?), kernels found in the parts
+against kernels launched, and the per-launch cost against the same launches
+unprofiled.
+
+    python3 benchmarks/soak.py --out $OUT/soak [--launches 100000000 --phases 1000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+import time
+
+
+def rss_mib() -> float:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def kernel_total(paths) -> int:
+    from proton_core.formats import hatchet
+
+    total = 0
+    for path in paths:
+        for node in hatchet.read(path).root.walk():
+            if node.device is not None:
+                total += int(node.metrics.get("count", 0))
+    return total
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", default="bench_out/soak")
+    ap.add_argument("--launches", type=int, default=100_000_000, help="kernels in all")
+    ap.add_argument("--phases", type=int, default=1000)
+    ap.add_argument("--graph-share", type=float, default=0.4, help="share of kernels from CUDA-graph replays")
+    ap.add_argument("--graph-nodes", type=int, default=1000, help="kernels per captured graph")
+    ap.add_argument("--scopes", type=int, default=100_000, help="distinct scope names, cycled through")
+    ap.add_argument("--scope-entries", type=int, default=1000, help="scopes entered per phase")
+    ap.add_argument("--warmup-phases", type=int, help="phases before RSS is the base (default: one cycle + 10)")
+    args = ap.parse_args()
+    os.makedirs(args.out, exist_ok=True)
+
+    import torch
+
+    import proton_core as proton
+    from proton_cupti import _cupti
+
+    if not hasattr(_cupti, "_test_launch_noop"):
+        print("soak: proton-cupti was built without PROTON_CUPTI_TESTING=ON (the noop launcher)", file=sys.stderr)
+        return 2
+    warnings: list[str] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record):
+            warnings.append(record.getMessage())
+
+    logging.getLogger("proton").addHandler(Keep())
+
+    graph_kernels = int(args.launches * args.graph_share) // (args.graph_nodes * args.phases) * args.graph_nodes
+    replays = graph_kernels // args.graph_nodes
+    direct = (args.launches - graph_kernels * args.phases) // args.phases
+    scopes_per_phase = args.scope_entries
+    per_scope = max(1, direct // scopes_per_phase)
+    direct = per_scope * scopes_per_phase
+    warmup = args.warmup_phases if args.warmup_phases is not None else -(-args.scopes // scopes_per_phase) + 10
+    warmup = min(warmup, args.phases - 1)
+
+    assert _cupti._test_launch_noop(100_000) == ""
+    t0 = time.perf_counter()
+    assert _cupti._test_launch_noop(2_000_000) == ""
+    bare_ns = (time.perf_counter() - t0) / 2_000_000 * 1e9
+
+    x = torch.zeros(1, device="cuda")
+    name = os.path.join(args.out, "soak")
+    sid = proton.start(name, backend="cupti", mode="periodic_flushing:poll=0.5")
+    stream = torch.cuda.Stream()
+    with torch.cuda.stream(stream):
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, stream=stream):
+            for _ in range(args.graph_nodes):
+                x.add_(1)
+    torch.cuda.synchronize()
+
+    rss, direct_s = [], 0.0
+    start = time.perf_counter()
+    for phase in range(args.phases):
+        for i in range(scopes_per_phase):
+            with proton.scope(f"scope_{(phase * scopes_per_phase + i) % args.scopes}"):
+                t = time.perf_counter()
+                assert _cupti._test_launch_noop(per_scope) == ""
+                direct_s += time.perf_counter() - t
+        with proton.scope("graphs"):
+            for _ in range(replays):
+                graph.replay()
+            torch.cuda.synchronize()
+        proton.data.advance_phase(sid)
+        rss.append(round(rss_mib(), 2))
+        if phase % 100 == 0:
+            print(f"phase {phase}: {time.perf_counter() - start:.0f} s, RSS {rss[-1]:.1f} MiB", flush=True)
+    paths = proton.finalize(sid)
+    wall = time.perf_counter() - start
+
+    launched = (direct + replays * args.graph_nodes) * args.phases
+    found = kernel_total(paths)
+    base = rss[warmup]
+    after = rss[warmup:]
+    result = {
+        "kernels_launched": launched, "kernels_found": found, "kernels_lost": launched - found,
+        "phases": args.phases, "parts": len(paths), "warmup_phases": warmup,
+        "distinct_scopes": min(args.scopes, scopes_per_phase * args.phases), "wall_s": round(wall, 1),
+        "rss_base_mib": base, "rss_max_after_warmup_mib": max(after), "rss_min_after_warmup_mib": min(after),
+        "rss_growth_after_warmup_mib": round(max(after) - base, 2), "rss_series_every_10": rss[::10],
+        "ns_per_launch_unprofiled": round(bare_ns),
+        "ns_per_launch_profiled": round(direct_s / (direct * args.phases) * 1e9),
+        "dropped_warnings": [w for w in warnings if "dropped" in w or "cleared" in w],
+    }
+    with open(os.path.join(args.out, "soak.json"), "w") as f:
+        json.dump(result, f, indent=1)
+    print(json.dumps({k: v for k, v in result.items() if k != "rss_series_every_10"}, indent=1))
+    ok = result["kernels_lost"] == 0 and result["rss_growth_after_warmup_mib"] <= 16
+    print("soak:", "PASS" if ok else "FAIL")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
