@@ -59,6 +59,12 @@ struct DriverApi {
   CUresult (*cuDeviceGetAttribute)(int*, CUdevice_attribute, CUdevice) = nullptr;
   CUresult (*cuCtxGetCurrent)(CUcontext*) = nullptr;
   CUresult (*cuCtxSynchronize)() = nullptr;
+  CUresult (*cuDeviceGetCount)(int*) = nullptr;
+  CUresult (*cuDevicePrimaryCtxGetState)(CUdevice, unsigned*, int*) = nullptr;
+  CUresult (*cuDevicePrimaryCtxRetain)(CUcontext*, CUdevice) = nullptr;
+  CUresult (*cuDevicePrimaryCtxRelease)(CUdevice) = nullptr;
+  CUresult (*cuCtxPushCurrent)(CUcontext) = nullptr;
+  CUresult (*cuCtxPopCurrent)(CUcontext*) = nullptr;
 };
 DriverApi drv;
 std::mutex drv_mu;
@@ -76,17 +82,48 @@ DriverApi& driver() {
       drv.cuCtxGetCurrent = reinterpret_cast<decltype(drv.cuCtxGetCurrent)>(dlsym(drv.handle, "cuCtxGetCurrent"));
       drv.cuCtxSynchronize =
           reinterpret_cast<decltype(drv.cuCtxSynchronize)>(dlsym(drv.handle, "cuCtxSynchronize"));
+      // The versioned names are what cuda.h's macros resolve to.
+      drv.cuDeviceGetCount = reinterpret_cast<decltype(drv.cuDeviceGetCount)>(dlsym(drv.handle, "cuDeviceGetCount"));
+      drv.cuDevicePrimaryCtxGetState = reinterpret_cast<decltype(drv.cuDevicePrimaryCtxGetState)>(
+          dlsym(drv.handle, "cuDevicePrimaryCtxGetState"));
+      drv.cuDevicePrimaryCtxRetain =
+          reinterpret_cast<decltype(drv.cuDevicePrimaryCtxRetain)>(dlsym(drv.handle, "cuDevicePrimaryCtxRetain"));
+      drv.cuDevicePrimaryCtxRelease = reinterpret_cast<decltype(drv.cuDevicePrimaryCtxRelease)>(
+          dlsym(drv.handle, "cuDevicePrimaryCtxRelease_v2"));
+      drv.cuCtxPushCurrent =
+          reinterpret_cast<decltype(drv.cuCtxPushCurrent)>(dlsym(drv.handle, "cuCtxPushCurrent_v2"));
+      drv.cuCtxPopCurrent = reinterpret_cast<decltype(drv.cuCtxPopCurrent)>(dlsym(drv.handle, "cuCtxPopCurrent_v2"));
     }
   }
   return drv;
 }
 
-// Wait for the calling thread's current context, if it has one.
-void sync_current_context() {
+// Wait for the calling thread's current context, if it has one, and for every
+// active primary context (what PyTorch, JAX and Triton launch into), so a flush
+// from any thread, a periodic writer's too, delivers every kernel launched before it.
+void sync_contexts() {
   DriverApi& d = driver();
+  if (!d.cuCtxSynchronize) return;
   CUcontext ctx = nullptr;
-  if (d.cuCtxGetCurrent && d.cuCtxSynchronize && d.cuCtxGetCurrent(&ctx) == CUDA_SUCCESS && ctx != nullptr)
-    d.cuCtxSynchronize();
+  if (d.cuCtxGetCurrent && d.cuCtxGetCurrent(&ctx) == CUDA_SUCCESS && ctx != nullptr) d.cuCtxSynchronize();
+  int count = 0;
+  if (!d.cuDeviceGetCount || !d.cuDevicePrimaryCtxGetState || !d.cuDevicePrimaryCtxRetain ||
+      !d.cuDevicePrimaryCtxRelease || !d.cuCtxPushCurrent || !d.cuCtxPopCurrent ||
+      d.cuDeviceGetCount(&count) != CUDA_SUCCESS)
+    return;
+  for (int dev = 0; dev < count; ++dev) {
+    unsigned flags = 0;
+    int active = 0;
+    if (d.cuDevicePrimaryCtxGetState(dev, &flags, &active) != CUDA_SUCCESS || !active) continue;
+    CUcontext primary = nullptr;
+    if (d.cuDevicePrimaryCtxRetain(&primary, dev) != CUDA_SUCCESS) continue;  // retain: it cannot go away meanwhile
+    if (primary != ctx && d.cuCtxPushCurrent(primary) == CUDA_SUCCESS) {
+      d.cuCtxSynchronize();
+      CUcontext popped = nullptr;
+      d.cuCtxPopCurrent(&popped);
+    }
+    d.cuDevicePrimaryCtxRelease(dev);
+  }
 }
 
 std::string result_text(CUptiResult r) {
@@ -252,7 +289,7 @@ void start_profiling(bool graph_nodes) {
 void stop_profiling(bool detach) {
   std::lock_guard<std::mutex> g(state_mu);
   if (subscriber == nullptr) return;
-  sync_current_context();  // no kernel may still owe a record when CUPTI detaches
+  sync_contexts();  // no kernel may still owe a record when CUPTI detaches
   api.cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
   if (activity_on) api.cuptiActivityDisable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
   activity_on = false;
@@ -267,7 +304,7 @@ void stop_profiling(bool detach) {
 void flush_activity() {
   std::lock_guard<std::mutex> g(state_mu);
   if (subscriber == nullptr) return;
-  sync_current_context();  // kernels still running have no record yet
+  sync_contexts();  // kernels still running have no record yet
   api.cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
 }
 

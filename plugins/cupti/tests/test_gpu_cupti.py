@@ -274,3 +274,21 @@ def test_ten_million_launches_bounded_rss_no_loss(tmp_path, torch, capfd):
     assert kernels(child(root, "warm"))["proton_noop"]["count"] == warm, report
     assert DROPPED_MSG not in err, err
     assert growth <= 16, report
+
+
+def test_periodic_parts_hold_every_kernel_launched_in_their_phase(tmp_path, torch):
+    """Phases end while their kernels are still queued; the writer thread's flush must wait for them."""
+    x = torch.zeros(1 << 28, device="cuda")  # 1 GiB: each add takes long enough to queue up
+    sid = proton.start(str(tmp_path / "run"), backend="cupti", mode="periodic_flushing:poll=0.01")
+    per_phase = [150, 60, 90]
+    for n in per_phase:
+        for _ in range(n):
+            x.add_(1)
+        proton.data.advance_phase(sid)  # no synchronize: the kernels are still running
+    time.sleep(0.5)
+    paths = proton.finalize(sid)
+    counts = []
+    for path in paths:
+        root, _ = load(path)
+        counts.append(sum(node["metrics"].get("count", 0) for _, node in walk(root) if "device_id" in node["metrics"]))
+    assert counts == per_phase, (paths, counts)
