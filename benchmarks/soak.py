@@ -57,7 +57,7 @@ def main() -> int:
     from proton_cupti import _cupti
 
     if not hasattr(_cupti, "_test_launch_noop"):
-        print("soak: proton-cupti was built without PROTON_CUPTI_TESTING=ON (the noop launcher)", file=sys.stderr)
+        print("soak: proton-profiler-cupti was built without PROTON_CUPTI_TESTING=ON (the noop launcher)", file=sys.stderr)
         return 2
     warnings: list[str] = []
 

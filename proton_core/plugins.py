@@ -5,7 +5,7 @@ and registered exactly like third-party plugins from the entry-point group
 ``proton``.  Loading happens on first use, not at import.  Each plugin's
 registration hooks are called through pluggy, for that plugin alone, into a
 :class:`~proton_core.registry.Staging`: a plugin whose hook raises or breaks
-the contract is recorded as failed with its reason (``proton plugins`` shows
+the contract is recorded as failed with its reason (``proton-profile plugins`` shows
 it), keeps nothing it registered, and never breaks ``import proton_core``.
 
 Environment: ``PROTON_DISABLE_PLUGINS=a,b`` blocks plugins by name (except
@@ -51,7 +51,7 @@ REGISTRATION_HOOKS = (
 
 @dataclass
 class PluginRecord:
-    """What ``proton plugins`` shows for one plugin (a failed one too)."""
+    """What ``proton-profile plugins`` shows for one plugin (a failed one too)."""
 
     name: str
     distribution: str = CORE_DISTRIBUTION

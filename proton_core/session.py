@@ -225,7 +225,7 @@ class Manager:
                 layered = [e.name for e in plugins.contexts.values() if not e.base]
                 raise ProtonError(
                     f"unknown hook {hook_name!r}: installed hooks are {', '.join(layered) or 'none'} "
-                    "(pip install proton[frameworks] for triton, torch and jax)"
+                    "(pip install proton-profiler[frameworks] for triton, torch and jax)"
                 )
             layers.append((hook_name, reg))
         with self.lock:

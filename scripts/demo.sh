@@ -4,9 +4,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install.sh
 out=${TMPDIR:-/tmp}/proton_quickstart
-proton --name "$out" examples/quickstart.py
+proton-profile --name "$out" examples/quickstart.py
 if python3 -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)"; then
-  proton-viewer -m time/us,cpu_time/us "$out.hatchet"      # GPU: kernel time under each scope
+  proton-view -m time/us,cpu_time/us "$out.hatchet"      # GPU: kernel time under each scope
 else
-  proton-viewer -m cpu_time/us,samples "$out.hatchet"      # CPU only: host-side times and metrics
+  proton-view -m cpu_time/us,samples "$out.hatchet"      # CPU only: host-side times and metrics
 fi

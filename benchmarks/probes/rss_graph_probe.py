@@ -2,7 +2,7 @@
 
     python3 benchmarks/probes/rss_graph_probe.py [N]      # or: bash scripts/gpu_check.sh --probes
 
-GPU only; needs proton-cupti built with its test bindings (PROTON_CUPTI_TESTING=ON,
+GPU only; needs proton-profiler-cupti built with its test bindings (PROTON_CUPTI_TESTING=ON,
 as scripts/install.sh and scripts/gpu_check.sh build it).  Runs each variant in
 a fresh process (CUPTI state is process-wide) and prints the RSS growth over N
 profiled driver launches of an empty kernel (or, for "replays", over N graph

@@ -12,4 +12,4 @@ from ..plugins import hookimpl
 @hookimpl
 def proton_register_sinks(register):
     register("hatchet", hatchet.write, extension="hatchet", data=("tree", "trace"),
-             description="call tree as hatchet JSON (proton-viewer, hatchet)")
+             description="call tree as hatchet JSON (proton-view, hatchet)")

@@ -102,7 +102,7 @@ def gpu_missing_reason() -> str | None:
         return "no CUDA GPU visible"
     entry = get_plugins().backends.get("cupti")
     if entry is None:
-        return "the cupti backend (proton-cupti) is not installed"
+        return "the cupti backend (proton-profiler-cupti) is not installed"
     return entry.unavailable_reason()
 
 

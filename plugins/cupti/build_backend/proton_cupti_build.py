@@ -1,4 +1,4 @@
-"""PEP 517 backend of proton-cupti: scikit-build-core, plus the nvidia header wheels
+"""PEP 517 backend of proton-profiler-cupti: scikit-build-core, plus the nvidia header wheels
 as build requirements when no CUDA toolkit has the headers.
 
 Which headers and where they are is cuda_paths' to say; it is loaded by file

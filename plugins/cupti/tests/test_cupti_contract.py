@@ -12,7 +12,7 @@ import pytest
 
 from proton_core.testing import BackendContract, Driver
 
-_cupti = pytest.importorskip("proton_cupti._cupti", reason="proton-cupti extension not built")
+_cupti = pytest.importorskip("proton_cupti._cupti", reason="proton-profiler-cupti extension not built")
 pytestmark = pytest.mark.skipif(not hasattr(_cupti, "_test_reset"),
                                 reason="proton_cupti._cupti was built without PROTON_CUPTI_TESTING=ON")
 

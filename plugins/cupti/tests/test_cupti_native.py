@@ -8,7 +8,7 @@ import pytest
 from proton_core.plugin_api import NODE_CAPTURED_AT, NODE_CONTEXT, NODE_FRAME
 from proton_core.testing import chains
 
-_cupti = pytest.importorskip("proton_cupti._cupti", reason="proton-cupti extension not built")
+_cupti = pytest.importorskip("proton_cupti._cupti", reason="proton-profiler-cupti extension not built")
 pytestmark = pytest.mark.skipif(
     not hasattr(_cupti, "_test_reset"),
     reason="proton_cupti._cupti was built without its test bindings (CMake option PROTON_CUPTI_TESTING=OFF, "

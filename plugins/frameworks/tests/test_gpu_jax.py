@@ -5,7 +5,7 @@ import os
 import pytest
 
 pytestmark = pytest.mark.gpu
-pytest.importorskip("proton_cupti", reason="proton-cupti is not installed")
+pytest.importorskip("proton_cupti", reason="proton-profiler-cupti is not installed")
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")  # share the GPU with torch tests
 jax = pytest.importorskip("jax")
 import jax.numpy as jnp  # noqa: E402

@@ -3,7 +3,7 @@
 import pytest
 
 pytestmark = pytest.mark.gpu
-pytest.importorskip("proton_cupti", reason="proton-cupti is not installed")
+pytest.importorskip("proton_cupti", reason="proton-profiler-cupti is not installed")
 torch = pytest.importorskip("torch")
 
 import proton_core as proton  # noqa: E402

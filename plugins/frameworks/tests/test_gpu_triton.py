@@ -3,7 +3,7 @@
 import pytest
 
 pytestmark = pytest.mark.gpu
-pytest.importorskip("proton_cupti", reason="proton-cupti is not installed")
+pytest.importorskip("proton_cupti", reason="proton-profiler-cupti is not installed")
 torch = pytest.importorskip("torch")
 triton = pytest.importorskip("triton")
 import triton.language as tl  # noqa: E402

@@ -21,7 +21,7 @@ def native():
     try:
         from . import _cupti
     except ImportError as exc:
-        raise BackendUnavailable(f"the proton-cupti extension is not built ({exc}); reinstall proton-cupti") from None
+        raise BackendUnavailable(f"the proton-profiler-cupti extension is not built ({exc}); reinstall proton-profiler-cupti") from None
     return _cupti
 
 

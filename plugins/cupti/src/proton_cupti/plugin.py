@@ -19,7 +19,7 @@ def available() -> str | None:
     try:
         from . import _cupti  # noqa: F401
     except ImportError as exc:
-        return f"the proton-cupti extension is not built ({exc})"
+        return f"the proton-profiler-cupti extension is not built ({exc})"
     if libsearch.found_on_disk() is None:
         import ctypes
 

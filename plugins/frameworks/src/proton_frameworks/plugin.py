@@ -1,6 +1,6 @@
 """Registers the triton, torch and jax context sources with Proton's plugin manager.
 
-Factories are looked up lazily so ``proton plugins`` lists the sources on a
+Factories are looked up lazily so ``proton-profile plugins`` lists the sources on a
 machine without any framework installed; a missing framework is reported
 when a session asks for it.
 """

@@ -1,6 +1,6 @@
 """Registers the ``nvtx`` context source, which says plainly that it cannot run yet.
 
-Registering it keeps ``start(hook="nvtx")`` and ``proton plugins`` honest:
+Registering it keeps ``start(hook="nvtx")`` and ``proton-profile plugins`` honest:
 users see that NVTX ranges are not bridged yet instead of "unknown hook".
 """
 

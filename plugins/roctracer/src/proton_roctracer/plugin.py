@@ -1,6 +1,6 @@
 """Registers the ``roctracer`` backend, which says plainly that it cannot run yet.
 
-Registering it keeps ``start(backend="roctracer")`` and ``proton plugins``
+Registering it keeps ``start(backend="roctracer")`` and ``proton-profile plugins``
 honest: users see why AMD profiling is missing instead of "unknown backend".
 """
 
