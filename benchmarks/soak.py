@@ -27,15 +27,21 @@ def rss_mib() -> float:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
 
 
-def kernel_total(paths) -> int:
+def kernel_counts(paths) -> list[tuple[int, int]]:
+    """(direct noop kernels, graph kernels) found in each part file."""
     from proton_core.formats import hatchet
 
-    total = 0
+    out = []
     for path in paths:
+        noop = other = 0
         for node in hatchet.read(path).root.walk():
             if node.device is not None:
-                total += int(node.metrics.get("count", 0))
-    return total
+                if node.name == "proton_noop":
+                    noop += int(node.metrics.get("count", 0))
+                else:
+                    other += int(node.metrics.get("count", 0))
+        out.append((noop, other))
+    return out
 
 
 def main() -> int:
@@ -119,7 +125,9 @@ def main() -> int:
     wall = time.perf_counter() - start
 
     launched = (direct + replays * args.graph_nodes) * args.phases
-    found = kernel_total(paths)
+    per_part = kernel_counts(paths)
+    found = sum(a + b for a, b in per_part)
+    short = [(i, a, b) for i, (a, b) in enumerate(per_part) if (a, b) != (direct, replays * args.graph_nodes)]
     base = rss[warmup]
     after = rss[warmup:]
     result = {
@@ -132,6 +140,8 @@ def main() -> int:
         "ns_per_launch_unprofiled": round(bare_ns),
         "ns_per_launch_profiled": round(direct_s / (direct * args.phases) * 1e9),
         "dropped_warnings": [w for w in warnings if "dropped" in w or "cleared" in w],
+        "parts_not_as_launched (part, direct, graph)": short[:20], "parts_not_as_launched_count": len(short),
+        "expected_per_part (direct, graph)": [direct, replays * args.graph_nodes],
     }
     with open(os.path.join(args.out, "soak.json"), "w") as f:
         json.dump(result, f, indent=1)
