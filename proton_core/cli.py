@@ -50,7 +50,8 @@ options (before the program; everything after it is passed to the program):
   -b, --backend NAME        cupti, roctracer, instrumentation, host, ... (default:
                             PROTON_BACKEND, [tool.proton] in pyproject.toml, then auto)
   -c, --context NAME        shadow (scopes, default) or python (call stacks)
-  -m, --mode MODE           backend mode (e.g. a cupti PC-sampling mode)
+  -m, --mode MODE           backend mode, or periodic_flushing[:interval=S][:launches=N] to
+                            write each phase to NAME.part_<N> as the run goes
   -d, --data KIND           tree (aggregated, default) or trace (every event)
   -k, --hook NAMES          layered context sources, comma-separated (triton,torch,...)
   -i, --instrument NAME     print-mem-spaces: run without profiling, every Triton
