@@ -11,8 +11,9 @@ Backends
 Context sources
     :class:`ContextSource` (layered, ``hook=``), :class:`BaseContext`
     (``context=``), :func:`enter_scope`/:func:`exit_scope` (``triton_op=True``
-    opens an op that names the next kernel), :func:`is_active`,
-    :func:`scope_depth`, :func:`open_scopes`, :func:`current_op`, :class:`SharedInstall` for a
+    opens an op that names the next kernel), :func:`is_active` (and
+    ``ACTIVITY.any``, the same as an attribute read for per-launch hooks),
+    :func:`scope_depth`, :func:`open_scopes`, :func:`current_op`, :func:`thread_state`, :class:`SharedInstall` for a
     framework hook shared by sessions, :func:`register_internal_path` to hide
     a plugin's own frames from python-context paths.
 Sinks and lifecycle hooks
@@ -36,7 +37,7 @@ from .errors import BackendUnavailable, PluginError, ProtonError
 from .log import warn
 from .plugins import hookimpl
 from .scope import enter_scope, exit_scope
-from .session import MANAGER, Session
+from .session import ACTIVITY, MANAGER, Session
 from .shared_install import SharedInstall
 
 __all__ = [
@@ -45,8 +46,8 @@ __all__ = [
     "Backend", "Batch", "NODE_CONTEXT", "NODE_FRAME", "NODE_CAPTURED_AT", "CAPTURED_AT", "register_unavailable",
     "internal_paths",
     # context sources
-    "ContextSource", "BaseContext", "enter_scope", "exit_scope", "is_active", "scope_depth", "open_scopes",
-    "current_op",
+    "ContextSource", "BaseContext", "enter_scope", "exit_scope", "is_active", "ACTIVITY", "scope_depth",
+    "open_scopes", "current_op", "thread_state",
     "SharedInstall", "register_internal_path", "is_internal", "capture_frames",
     # data and sessions
     "Profile", "Tree", "TreeNode", "Trace", "KernelEvent", "ScopeEvent", "Session",
@@ -63,6 +64,12 @@ def is_active() -> bool:
 def scope_depth() -> int:
     """How many scopes are open on the calling thread."""
     return len(THREAD.stack)
+
+
+def thread_state():
+    """The calling threads' annotation state, a ``threading.local``: read ``.op`` (the open op's name or
+    None) where a function call per launch costs too much; never write to it."""
+    return THREAD
 
 
 def open_scopes() -> list[str]:

@@ -172,6 +172,18 @@ class Session:
         return ", ".join(differ) or None
 
 
+class Activity:
+    """Whether any session records now, as a plain attribute: per-launch hooks read ``ACTIVITY.any``."""
+
+    __slots__ = ("any",)
+
+    def __init__(self) -> None:
+        self.any = False
+
+
+ACTIVITY = Activity()
+
+
 class Manager:
     """All sessions of this process; every public API call goes through it."""
 
@@ -330,6 +342,7 @@ class Manager:
     def _refresh(self) -> None:
         """Recompute snapshots and give every backend a new epoch."""
         self.active = tuple(s for s in self.sessions.values() if s.active and not s.closed)
+        ACTIVITY.any = bool(self.active)
         self.running = tuple(self.backends.values())
         self.setters = tuple(f for f in (context_setter(s.backend) for s in self.running) if f is not None)
         self.tracing = tuple(s for s in self.active if s.data == "trace")

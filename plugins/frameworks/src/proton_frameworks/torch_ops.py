@@ -25,7 +25,7 @@ from __future__ import annotations
 import threading
 import weakref
 
-from proton_core.plugin_api import ContextSource, ProtonError, SharedInstall, enter_scope, exit_scope, is_active
+from proton_core.plugin_api import ACTIVITY, ContextSource, ProtonError, SharedInstall, enter_scope, exit_scope
 from proton_core.plugin_api import scope_depth
 
 
@@ -66,7 +66,7 @@ def _make_mode(torch, base):
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             if kwargs is None:
                 kwargs = {}
-            if not self.enabled or not is_active():
+            if not self.enabled or not ACTIVITY.any:
                 return func(*args, **kwargs)
             name = op_name(func)
             node = current_node()
@@ -114,7 +114,7 @@ def module_name(parent, module) -> str:
 def module_pre_hook(module, args) -> None:
     stack = _modules.stack
     name = None
-    if is_active():
+    if ACTIVITY.any:
         name = module_name(stack[-1][0] if stack else None, module)
         if enter_scope(name) == -1:
             name = None

@@ -26,8 +26,10 @@ from __future__ import annotations
 import importlib
 import numbers
 
-from proton_core.plugin_api import ContextSource, ProtonError, SharedInstall, current_op, enter_scope, exit_scope
-from proton_core.plugin_api import is_active
+from proton_core.plugin_api import ACTIVITY, ContextSource, ProtonError, SharedInstall, enter_scope, exit_scope
+from proton_core.plugin_api import thread_state
+
+_THREAD = thread_state()  # attribute reads, not calls: these hooks run on every launch
 
 #: Keys Triton itself puts in the launch metadata; never metrics.
 RESERVED_KEYS = frozenset({"name", "function", "stream"})
@@ -50,7 +52,7 @@ def _metrics_of(data: dict) -> dict:
 
 def launch_enter(meta) -> None:
     """Triton's enter hook: evaluate launch_metadata, open an op with its name and metrics."""
-    if not is_active():
+    if not ACTIVITY.any:
         return
     # A kernel without launch_metadata: its LazyDict holds only Triton's keys
     # and nothing to evaluate; its node is already named after the kernel.
@@ -66,7 +68,7 @@ def launch_enter(meta) -> None:
 
 def launch_exit(meta) -> None:
     """Triton's exit hook: close the op the enter hook opened, if any."""
-    if current_op() is not None:
+    if _THREAD.op is not None:
         exit_scope(triton_op=True)
 
 
