@@ -342,3 +342,31 @@ def test_missing_hatchet_says_how_to_install(tmp_path, two_kernels):
     assert proc.returncode == 2
     assert proc.stderr.strip() == ("proton-view: llnl-hatchet is not installed (it draws the tree): "
                                    "pip install proton-profiler[viewer]")
+
+
+# ------------------------------------------------------------- part files ----
+@pytest.fixture
+def parts(tmp_path, fake):
+    """Three phases of a periodic-flushing run: 1, 2 and 4 launches of k under 'step'."""
+    sid = proton.start(str(tmp_path / "run"), backend="fake", mode="periodic_flushing")
+    for n in (1, 2, 4):
+        with proton.scope("step", {"tokens": n}):
+            for _ in range(n):
+                fake.launch("k", 100)
+        proton.data.advance_phase(sid)
+    assert len(proton.finalize(sid)) == 3
+    return tmp_path
+
+
+def test_part_files_show_merged_from_a_glob_or_a_list(capsys, parts):
+    merged = show(capsys, "-m", "count,tokens", str(parts / "run.part_*.hatchet"))
+    assert row(merged, "k")[0] == 7 and row(merged, "step")[1] == 7
+    listed = show(capsys, "-m", "count", parts / "run.part_0.hatchet", parts / "run.part_2.hatchet")
+    assert row(listed, "k")[0] == 5
+
+
+def test_one_phase_alone(capsys, parts):
+    out = show(capsys, "-m", "count", "--phase", "1", str(parts / "run.part_*.hatchet"))
+    assert row(out, "k")[0] == 2
+    assert "part_7" in bad(capsys, "--phase", "7", str(parts / "run.part_*.hatchet"))
+    assert "no file matches" in bad(capsys, str(parts / "nothing_*.hatchet"))

@@ -36,7 +36,11 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=derive.DERIVED_HELP,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("profile", help="a .hatchet file written by proton-profile (or Triton's proton)")
+    parser.add_argument("profile", nargs="+",
+                        help="a .hatchet file written by proton-profile (or Triton's proton); several files, or a "
+                             "quoted glob such as 'run.part_*.hatchet' (periodic flushing), are shown merged")
+    parser.add_argument("--phase", type=int, default=None, metavar="N",
+                        help="of part files (name.part_N.hatchet), show phase N alone")
     parser.add_argument("-l", "--list", action="store_true", help="list the profile's metrics and derived forms")
     parser.add_argument("-m", "--metrics", default=None,
                         help="comma-separated metrics, e.g. time/ms,time/%%,tflop16/s (default: time/ns)")
@@ -58,11 +62,23 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def label(args) -> str:
+    """How messages name what was asked for: the file, or the files."""
+    return args.profile[0] if len(args.profile) == 1 else f"{args.profile[0]} (+{len(args.profile) - 1} more)"
+
+
 def run(args) -> str:
     """Everything but argument parsing; returns the text to print."""
     if args.depth is not None and args.depth < 1:
         raise ViewerError(f"-d/--depth counts ROOT as level 1 (as upstream does): give 1 or more, not {args.depth}")
-    data = read(args.profile)
+    files = profile.expand(args.profile, args.phase)
+    data = read(files[0])
+    for name in files[1:]:  # phases of one run, or runs to add up
+        other = read(name)
+        for tree in (data.root, other.root):
+            profile.format_frames(tree, "full")
+        data.root = profile.merge(data.root, other.root)
+        data.devices = {**other.devices, **data.devices}
     if args.list:
         return "\n".join(derive.describe(data))
     hatchet = render.import_hatchet()
@@ -87,7 +103,7 @@ def run(args) -> str:
     if not metrics:
         keys = data.metric_keys()
         if not keys:
-            raise ViewerError(f"{args.profile} has no metrics to show")
+            raise ViewerError(f"{label(args)} has no metrics to show")
         metrics = ["time/ns"] if derive.find_raw("time", keys) else [keys[0]]
     columns = derive.Columns(data, root)
     for metric in metrics:
@@ -108,13 +124,13 @@ def main(argv=None) -> int:
     except SystemExit as exc:  # -h, --version, or a one-line usage error
         return exc.code if isinstance(exc.code, int) else 2
     try:
-        with progress(f"reading {args.profile}", prefix=PROG):
+        with progress(f"reading {label(args)}", prefix=PROG):
             text = run(args)
     except (ViewerError, HatchetError) as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)
         return 2
     except RecursionError:
-        print(f"{PROG}: {args.profile} is nested too deeply to show", file=sys.stderr)
+        print(f"{PROG}: {label(args)} is nested too deeply to show", file=sys.stderr)
         return 2
     try:
         print(text)

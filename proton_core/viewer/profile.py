@@ -114,8 +114,19 @@ def format_frames(root: Node, style: str) -> None:
 
 def diff(a: Node, b: Node) -> Node:
     """``a - b`` per node, matching nodes by their path of names; absent nodes count as zero."""
+    return _combine(a, b, lambda key, x, y: (x or 0) - (y or 0))
 
-    def sub(x: Node | None, y: Node | None) -> Node:
+
+def merge(a: Node, b: Node) -> Node:
+    """``a + b`` per node (several phases' part files as one run); properties are taken from ``b``."""
+    return _combine(a, b, lambda key, x, y: (y if y is not None else x) if key.endswith("(pty)")
+                    else (x or 0) + (y or 0))
+
+
+def _combine(a: Node, b: Node, value) -> Node:
+    """Match nodes of two trees by their path of names and build one from ``value(key, a's, b's)``."""
+
+    def both(x: Node | None, y: Node | None) -> Node:
         name = (x or y).name
         metrics = {}
         for src in (y, x):  # labels from x win
@@ -123,16 +134,38 @@ def diff(a: Node, b: Node) -> Node:
                 metrics.update({k: v for k, v in src.metrics.items() if k in LABEL_KEYS})
         keys = dict.fromkeys(k for src in (x, y) if src is not None for k in src.metrics if k not in LABEL_KEYS)
         for key in keys:
-            metrics[key] = (x.metrics.get(key, 0) if x else 0) - (y.metrics.get(key, 0) if y else 0)
+            metrics[key] = value(key, x.metrics.get(key) if x else None, y.metrics.get(key) if y else None)
         node = Node(name, metrics)
         xs = {c.key(): c for c in x.children} if x else {}
         ys = {c.key(): c for c in y.children} if y else {}
         for key in dict.fromkeys(list(xs) + list(ys)):
-            child = sub(xs.get(key), ys.get(key))
-            node.children.append(child)
+            node.children.append(both(xs.get(key), ys.get(key)))
         return node
 
-    return _no_recursion_limit(lambda: sub(a, b))
+    return _no_recursion_limit(lambda: both(a, b))
+
+
+PART = re.compile(r"\.part_(\d+)(?:\.[^./]*)?$")
+
+
+def expand(patterns: list[str], phase: int | None = None) -> list[str]:
+    """Files named, a quoted glob expanded (part files in phase order); ``phase`` keeps that part alone."""
+    import glob
+
+    files = []
+    for pattern in patterns:
+        if os.path.exists(pattern) or not glob.has_magic(pattern):
+            files.append(pattern)
+            continue
+        found = glob.glob(pattern)
+        if not found:
+            raise ViewerError(f"no file matches {pattern!r}")
+        files += sorted(found, key=lambda f: (int(PART.search(f)[1]) if PART.search(f) else -1, f))
+    if phase is not None:
+        files = [f for f in files if (m := PART.search(f)) and int(m[1]) == phase]
+        if not files:
+            raise ViewerError(f"--phase {phase}: none of the files is a part_{phase} file (name.part_{phase}.hatchet)")
+    return files
 
 
 def _no_recursion_limit(fn):
