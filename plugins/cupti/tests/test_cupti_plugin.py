@@ -86,3 +86,51 @@ def test_start_with_cupti_without_driver_is_one_line_error(tmp_path, monkeypatch
     monkeypatch.setattr(libsearch, "driver_reason", lambda: "no NVIDIA driver (libcuda.so.1 cannot be loaded)")
     with pytest.raises(ProtonError, match="cannot run here: no NVIDIA driver"):
         proton.start(str(tmp_path / "p"), backend="cupti")
+
+
+class HeldCupti:
+    """A native module whose start fails as CUPTI does when torch.profiler or Nsight holds it."""
+
+    def __init__(self):
+        self.stopped = 0
+
+    def start(self):
+        raise RuntimeError("cuptiSubscribe failed: CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED")
+
+    def stop(self):
+        self.stopped += 1
+
+    def flush(self):
+        return [], [], [], 0, []
+
+    def device_info(self, ordinal):
+        return {}
+
+
+def held_backend():
+    from proton_cupti.backend import CuptiBackend
+
+    backend = CuptiBackend.__new__(CuptiBackend)  # no driver here: only start/stop/flush are exercised
+    backend.native, backend._devices, backend._started = HeldCupti(), {}, False
+    return backend
+
+
+def test_another_cupti_client_is_named_with_the_way_out(monkeypatch):
+    from proton_core.plugin_api import ProtonError
+
+    monkeypatch.delenv("PROTON_CUPTI_ON_CONFLICT", raising=False)
+    with pytest.raises(ProtonError) as err:
+        held_backend().start(None)
+    message = str(err.value)
+    assert "another CUPTI client already holds CUPTI (torch.profiler, Nsight" in message
+    assert "PROTON_CUPTI_ON_CONFLICT=skip" in message and "\n" not in message
+
+
+def test_skip_on_conflict_runs_without_kernels(monkeypatch, caplog):
+    monkeypatch.setenv("PROTON_CUPTI_ON_CONFLICT", "skip")
+    backend = held_backend()
+    backend.start(None)
+    assert backend.flush().records == []
+    backend.stop()
+    assert backend.native.stopped == 0  # nothing was started, nothing to undo
+    assert "records no kernels" in caplog.records[0].getMessage()

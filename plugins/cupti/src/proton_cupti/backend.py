@@ -10,10 +10,15 @@ from __future__ import annotations
 import os
 
 from proton_core.plugin_api import Backend, BackendUnavailable, Batch, ProtonError, internal_paths, register_internal_path
+from proton_core.plugin_api import warn
 
 from . import libsearch
 
 register_internal_path(os.path.dirname(os.path.abspath(__file__)))
+
+#: What CUPTI says when another client (torch.profiler, Nsight) holds its one subscription.
+CONFLICT = "MULTIPLE_SUBSCRIBERS"
+CONFLICT_ENV = "PROTON_CUPTI_ON_CONFLICT"
 
 
 def native():
@@ -57,7 +62,16 @@ class CuptiBackend(Backend):
         try:
             self.native.start()
         except RuntimeError as exc:
-            raise ProtonError(f"cupti backend cannot start: {exc}") from None
+            if CONFLICT not in str(exc):
+                raise ProtonError(f"cupti backend cannot start: {exc}") from None
+            if os.environ.get(CONFLICT_ENV, "").strip().lower() != "skip":
+                raise ProtonError(
+                    "cupti backend cannot start: another CUPTI client already holds CUPTI (torch.profiler, Nsight "
+                    "Systems or Compute, DCGM, another profiler); stop it first, or set "
+                    f"{CONFLICT_ENV}=skip to run without kernel profiling") from None
+            warn(f"another CUPTI client holds CUPTI; {CONFLICT_ENV}=skip: this run records no kernels "
+                 "(scopes and metrics only)")
+            return  # not started: flush delivers nothing, stop has nothing to undo
         self._started = True
 
     def stop(self):
