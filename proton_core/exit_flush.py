@@ -71,7 +71,6 @@ def write_open_sessions(why: str) -> list[str]:
     manager = _manager
     if manager is None or os.getpid() != _owner_pid or not manager.sessions:
         return []
-    manager.cli_owned = False
     try:
         paths = manager.finalize(None)
     except Exception as exc:  # a profile that cannot be written is reported, never a second crash

@@ -14,17 +14,27 @@ import sys
 logger = logging.getLogger("proton")
 
 
+def logging_configured() -> bool:
+    """Whether the program set up logging (a handler on the root logger): then messages go there."""
+    return bool(logging.getLogger().handlers)
+
+
+def write_stderr(text: str) -> bool:
+    """Write to the current stderr; False where it is closed or broken (that must not break profiling)."""
+    try:
+        sys.stderr.write(text)
+        sys.stderr.flush()
+    except Exception:
+        return False
+    return True
+
+
 class _StderrUnlessConfigured(logging.Handler):
     """Writes ``proton: message`` to the current stderr while the root logger has no handler."""
 
     def emit(self, record: logging.LogRecord) -> None:
-        if logging.getLogger().handlers:
-            return  # the program configured logging: propagation shows it there
-        try:
-            sys.stderr.write(f"proton: {record.getMessage()}\n")
-            sys.stderr.flush()
-        except Exception:  # a closed stderr must not break profiling
-            self.handleError(record)
+        if not logging_configured():  # else propagation shows it in the program's handlers
+            write_stderr(f"proton: {record.getMessage()}\n")
 
 
 if not any(isinstance(h, _StderrUnlessConfigured) for h in logger.handlers):

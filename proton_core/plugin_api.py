@@ -37,7 +37,7 @@ from .errors import BackendUnavailable, PluginError, ProtonError
 from .log import warn
 from .plugins import hookimpl
 from .scope import enter_scope, exit_scope
-from .session import ACTIVITY, MANAGER, Session
+from .session import ACTIVITY, Session
 from .shared_install import SharedInstall
 
 __all__ = [
@@ -57,8 +57,8 @@ __all__ = [
 
 
 def is_active() -> bool:
-    """Whether any session is recording now (cheap: launch hooks call it per launch)."""
-    return bool(MANAGER.active)
+    """Whether any session is recording now (per-launch hooks read ``ACTIVITY.any`` instead of calling)."""
+    return ACTIVITY.any
 
 
 def scope_depth() -> int:

@@ -15,11 +15,10 @@ instead of written.
 from __future__ import annotations
 
 import logging
-import sys
 import threading
 import time
 
-from .log import logger
+from .log import logger, logging_configured, write_stderr
 
 #: Seconds the work may take before the line appears.
 DELAY = 2.0
@@ -49,7 +48,7 @@ class progress:
         with self._lock:
             if self._done or logging_configured():
                 return
-            self._shown = _write(f"{self.prefix}: {self.what} ...")
+            self._shown = write_stderr(f"{self.prefix}: {self.what} ...")
 
     def __exit__(self, exc_type, exc, tb) -> None:
         if self._timer is None:
@@ -60,20 +59,6 @@ class progress:
             self._done = True
             outcome = f"{elapsed:.1f} s" if exc_type is None else f"failed after {elapsed:.1f} s"
             if self._shown:
-                _write(f" {outcome}\n")
+                write_stderr(f" {outcome}\n")
             elif elapsed >= self.delay and logging_configured():
                 logger.info(f"{self.what}: {outcome}")
-
-
-def logging_configured() -> bool:
-    """Whether the program set up logging (a handler on the root logger), as :mod:`proton_core.log` decides."""
-    return bool(logging.getLogger().handlers)
-
-
-def _write(text: str) -> bool:
-    try:
-        sys.stderr.write(text)
-        sys.stderr.flush()
-    except Exception:  # a closed stderr must not break writing the profile
-        return False
-    return True
