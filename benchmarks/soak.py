@@ -15,6 +15,7 @@ unprofiled.
 from __future__ import annotations
 
 import argparse
+import glob
 import json
 import logging
 import os
@@ -57,6 +58,8 @@ def main() -> int:
     ap.add_argument("--capture-while-profiling", action="store_true",
                     help="capture the graph inside the session (CUPTI then keeps ~32 B per later launch)")
     ap.add_argument("--poll", type=float, default=0.2, help="periodic writer poll, seconds")
+    ap.add_argument("--unprofiled", action="store_true",
+                    help="the same program without a session: what the driver and torch alone do to RSS")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
 
@@ -86,9 +89,12 @@ def main() -> int:
     warmup = min(warmup, args.phases - 1)
 
     assert _cupti._test_launch_noop(100_000) == ""
+    # Unprofiled, the same pattern as a phase's direct launches (each call ends in a synchronize).
     t0 = time.perf_counter()
-    assert _cupti._test_launch_noop(2_000_000) == ""
-    bare_ns = (time.perf_counter() - t0) / 2_000_000 * 1e9
+    for _ in range(3):
+        for _ in range(scopes_per_phase):
+            assert _cupti._test_launch_noop(per_scope) == ""
+    bare_ns = (time.perf_counter() - t0) / (3 * direct) * 1e9
 
     x = torch.zeros(1, device="cuda")
     name = os.path.join(args.out, "soak")
@@ -102,10 +108,10 @@ def main() -> int:
         return graph
 
     graph = None if args.capture_while_profiling else capture()
-    sid = proton.start(name, backend="cupti", mode=f"periodic_flushing:poll={args.poll}")
+    sid = None if args.unprofiled else proton.start(name, backend="cupti", mode=f"periodic_flushing:poll={args.poll}")
     graph = graph or capture()
 
-    rss, direct_s = [], 0.0
+    rss, pending, direct_s = [], [], 0.0
     start = time.perf_counter()
     for phase in range(args.phases):
         for i in range(scopes_per_phase):
@@ -117,12 +123,17 @@ def main() -> int:
             for _ in range(replays):
                 graph.replay()
             torch.cuda.synchronize()
-        proton.data.advance_phase(sid)
+        if sid is not None:
+            proton.data.advance_phase(sid)
         rss.append(round(rss_mib(), 2))
+        if phase % 10 == 9:  # phases ended but not yet written as parts: how far the writer lags
+            pending.append(phase + 1 - len(glob.glob(glob.escape(name) + ".part_*")))
         if phase % 100 == 0:
             print(f"phase {phase}: {time.perf_counter() - start:.0f} s, RSS {rss[-1]:.1f} MiB", flush=True)
-    paths = proton.finalize(sid)
+    written_before_finalize = len(glob.glob(glob.escape(name) + ".part_*"))
+    paths = proton.finalize(sid) if sid is not None else []
     wall = time.perf_counter() - start
+    native = dict(_cupti.stats()) if hasattr(_cupti, "stats") else {}
 
     launched = (direct + replays * args.graph_nodes) * args.phases
     per_part = kernel_counts(paths)
@@ -130,6 +141,11 @@ def main() -> int:
     short = [(i, a, b) for i, (a, b) in enumerate(per_part) if (a, b) != (direct, replays * args.graph_nodes)]
     base = rss[warmup]
     after = rss[warmup:]
+    n = len(after)
+    mean_x, mean_y = (n - 1) / 2, sum(after) / n
+    slope = sum((i - mean_x) * (y - mean_y) for i, y in enumerate(after)) / max(1e-9, sum((i - mean_x) ** 2 for i in range(n)))
+    if sid is None:
+        launched = found = 0
     result = {
         "kernels_launched": launched, "kernels_found": found, "kernels_lost": launched - found,
         "phases": args.phases, "parts": len(paths), "warmup_phases": warmup,
@@ -137,8 +153,12 @@ def main() -> int:
         "distinct_scopes": min(args.scopes, scopes_per_phase * args.phases), "wall_s": round(wall, 1),
         "rss_base_mib": base, "rss_max_after_warmup_mib": max(after), "rss_min_after_warmup_mib": min(after),
         "rss_growth_after_warmup_mib": round(max(after) - base, 2), "rss_series_every_10": rss[::10],
+        "rss_mib_per_phase_after_warmup": round(slope, 3), "unprofiled": args.unprofiled,
         "ns_per_launch_unprofiled": round(bare_ns),
         "ns_per_launch_profiled": round(direct_s / (direct * args.phases) * 1e9),
+        "native_kernel_records": native,
+        "parts_written_before_finalize": written_before_finalize,
+        "phases_pending_every_10": pending,
         "dropped_warnings": [w for w in warnings if "dropped" in w or "cleared" in w],
         "parts_not_as_launched (part, direct, graph)": short[:20], "parts_not_as_launched_count": len(short),
         "expected_per_part (direct, graph)": [direct, replays * args.graph_nodes],

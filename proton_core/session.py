@@ -358,19 +358,34 @@ class Manager:
     def flush(self, state: BackendState) -> None:
         """Route what the backend recorded into its sessions' phases (a flush delivers every earlier launch)."""
         current = [(s, s.phases.current) for s in state.sessions]
+        epoch_at_start = state.epoch
         batch = state.backend.flush()
         for node_id, parent, kind, value in batch.nodes:
             state.nodes[node_id] = (parent, kind, value)
         state.devices.update({k: {**state.devices.get(k, {}), **v} for k, v in batch.devices.items()})
         epochs = state.epochs
+        unrouted = 0
         for epoch, node_id, kernel, device_id, time_ns, count in batch.records:
-            for session, phase in epochs.get(epoch, ()):
+            routes = epochs.get(epoch)
+            if routes is None:  # an epoch already retired: the backend broke "a flush delivers every earlier launch"
+                unrouted += count
+                continue
+            for session, phase in routes:
                 if not session.closed:
                     session.add_record(phase, node_id, kernel, device_id, time_ns, count)
         for epoch, node_id, kernel, device_id, stream, start, end, launch, tid in batch.events:
             for session, phase in epochs.get(epoch, ()):
                 if not session.closed and session.data == "trace":
                     session.add_event(phase, node_id, kernel, device_id, stream, start, end, launch, tid)
+        # Everything launched under an earlier epoch has now arrived: retire those epochs.
+        for epoch in [e for e in epochs if e < epoch_at_start]:
+            del epochs[epoch]
+        if unrouted:
+            for session, _ in current:
+                if not session.closed:
+                    session.profile.dropped += unrouted
+            log.warn(f"backend {state.name!r} delivered {unrouted} kernel records after the flush that should have "
+                     "held them; they are counted in 'dropped'")
         for session, phase in current:
             session.phases.flushed(phase)
             for profile in session.phases.profiles.values():
@@ -514,6 +529,8 @@ class Manager:
         """Detach sessions from their backends, flushing what they recorded."""
         closing = [s for s in sessions if not s.closed]
         for state in {id(s.backend_state): s.backend_state for s in closing}.values():
+            if all(s in closing for s in state.sessions):
+                state.backend.set_epoch(0)  # launches end here, so this flush is the backend's last word
             self.flush(state)
         for session in closing:
             plugins.hook.proton_session_finalizing(session=session)

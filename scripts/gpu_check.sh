@@ -53,6 +53,8 @@ done
 
 if [ $TESTS -eq 1 ]; then
   echo "== gpu tests"
+  # Tests append figures the docs quote (who holds CUPTI, what each profiler saw) here.
+  export PROTON_GPU_FACTS="$OUT/gpu_facts.jsonl"
   $PY -m pytest -m gpu -v -rs "${args[@]}" 2>&1 | tee "$OUT/gpu_tests.log"
   status=${PIPESTATUS[0]}
 fi

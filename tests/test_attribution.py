@@ -145,3 +145,4 @@ def test_dropped_records_are_reported(tmp_path, fake, caplog):
     proton.finalize()
     assert [(r.name, r.levelname) for r in caplog.records] == [("proton", "WARNING")]
     assert "dropped 3 activity records" in caplog.records[0].getMessage()
+    assert load(tmp_path / "p.hatchet")[0]["metrics"]["dropped"] == 3  # the file says it is short

@@ -85,3 +85,19 @@ def test_none_session_is_a_no_op_as_upstream():
     assert proton.data.get(None) is None and proton.data.advance_phase(None) is None
     assert proton.data.is_phase_complete(None) is False
     proton.data.clear(None)
+
+
+def test_records_delivered_after_their_epoch_retired_are_counted_and_named(tmp_path, fake, caplog):
+    """A backend that hands over a record one flush too late (against its contract) loses nothing silently."""
+    sid = proton.start(str(tmp_path / "p"), backend="fake")
+    fake.launch("k")
+    old_epoch = fake.backend.epoch
+    proton.data.advance_phase(sid)
+    assert proton.data.is_phase_complete(sid, 0)  # this flush retires the old epoch
+    with fake.backend.lock:
+        fake.backend.records[(old_epoch, 0, "late", 0)] = [1000, 3]
+    proton.finalize(sid)
+    doc = load_profile(tmp_path / "p.hatchet")
+    assert kernel_count(doc, "k") == 1
+    assert doc[0]["metrics"]["dropped"] == 3
+    assert any("delivered 3 kernel records after the flush" in r.getMessage() for r in caplog.records)

@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from ..errors import ProtonError
 from ..metrics import COUNT_KEY, DEVICE_ID_KEY, DEVICE_TYPE_KEY, TIME_KEY
 
+DROPPED_KEY = "dropped"
+
 #: Keys that label a kernel node rather than measure it.
 LABEL_KEYS = (DEVICE_ID_KEY, DEVICE_TYPE_KEY)
 #: Deepest tree (node levels) the reader takes.  Past what ``json``'s C parser
@@ -70,8 +72,15 @@ def literal(tree) -> dict:
 
 
 def document(profile) -> list:
-    """``[root literal, device_info]`` of a :class:`~proton_core.data.Profile`."""
-    return [literal(profile.tree), profile.device_info()]
+    """``[root literal, device_info]`` of a :class:`~proton_core.data.Profile`.
+
+    Kernels the backend lost (``profile.dropped``) are the root's ``dropped``
+    metric, so a reader of the file sees that the counts are short, and by how much.
+    """
+    root = literal(profile.tree)
+    if profile.dropped:
+        root["metrics"][DROPPED_KEY] = profile.dropped
+    return [root, profile.device_info()]
 
 
 def write(profile, path: str) -> None:

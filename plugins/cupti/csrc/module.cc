@@ -83,6 +83,18 @@ PYBIND11_MODULE(_cupti, m) {
   m.add_object("set_context", py::reinterpret_steal<py::object>(PyCFunction_NewEx(&set_context_def, nullptr, nullptr)));
   m.def("flush", [] { return flush_all(true); },
         "(nodes, records, events, dropped, device ids) recorded since the last flush");
+  m.def(
+      "stats",
+      [] {
+        Recorder::Stats s = recorder().stats();
+        py::dict d;
+        d["records"] = s.records;          // kernel records CUPTI delivered since start
+        d["unsessioned"] = s.unsessioned;  // of them, launched while no session was active
+        d["unmatched"] = s.unmatched;      // no launch seen for them (counted as dropped)
+        d["zero_time"] = s.zero_time;      // end <= start: CUPTI gave no duration
+        return d;
+      },
+      "counts of kernel records since start, for diagnostics");
   m.def("device_info", &device_dict, py::arg("ordinal"), "device properties through libcuda.so.1 ({} without it)");
 
 #ifdef PROTON_CUPTI_TESTING

@@ -262,12 +262,13 @@ void start_profiling(bool graph_nodes) {
   std::lock_guard<std::mutex> g(state_mu);
   if (api.handle == nullptr) throw std::runtime_error("libcupti is not loaded");
   if (subscriber != nullptr) return;
-  // CUPTI accepts the timestamp callback only before activity is first enabled.
-  if (api.cuptiActivityRegisterTimestampCallback != nullptr)
-    api.cuptiActivityRegisterTimestampCallback(timestamp);
   check(api.cuptiSubscribe(&subscriber, reinterpret_cast<CUpti_CallbackFunc>(on_callback), nullptr),
         "cuptiSubscribe");
   try {
+    // Only once CUPTI is ours: another client's clock must stay its own.  CUPTI
+    // accepts the timestamp callback only before activity is first enabled.
+    if (api.cuptiActivityRegisterTimestampCallback != nullptr)
+      api.cuptiActivityRegisterTimestampCallback(timestamp);
     for (CUpti_CallbackId cbid : kLaunchCbids)
       api.cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_DRIVER_API, cbid);  // absent ids just fail
     if (graph_nodes) {

@@ -87,6 +87,10 @@ void Recorder::reset() {
   events_.clear();
   devices_seen_.clear();
   dropped_.store(0);
+  records_.store(0);
+  unsessioned_.store(0);
+  unmatched_.store(0);
+  zero_time_.store(0);
   generation_.fetch_add(1, std::memory_order_acq_rel);  // invalidates every thread's cache
   // Code objects stay referenced (releasing them needs the GIL; they are few).
 }
@@ -296,9 +300,12 @@ uint32_t Recorder::name_id_locked(const char* name) {
 
 void Recorder::on_kernel(uint32_t corr, const char* name, uint32_t device, uint32_t stream, uint64_t start,
                          uint64_t end, uint64_t graph_node_id) {
+  records_.fetch_add(1, std::memory_order_relaxed);
+  if (end <= start) zero_time_.fetch_add(1, std::memory_order_relaxed);
   Slot& s = slots_[corr & (kSlots - 1)];
   if (s.corr.load(std::memory_order_acquire) != corr) {  // launch never seen, or its slot reused
     dropped_.fetch_add(1, std::memory_order_relaxed);
+    unmatched_.fetch_add(1, std::memory_order_relaxed);
     return;
   }
   uint32_t epoch = s.epoch.load(std::memory_order_relaxed);
@@ -309,9 +316,13 @@ void Recorder::on_kernel(uint32_t corr, const char* name, uint32_t device, uint3
   std::atomic_thread_fence(std::memory_order_acquire);
   if (s.corr.load(std::memory_order_relaxed) != corr) {
     dropped_.fetch_add(1, std::memory_order_relaxed);
+    unmatched_.fetch_add(1, std::memory_order_relaxed);
     return;
   }
-  if (epoch == 0) return;  // launched while no session was active
+  if (epoch == 0) {  // launched while no session was active
+    unsessioned_.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
   if (graph_node_id != 0) {
     uint32_t captured = 0;
     {

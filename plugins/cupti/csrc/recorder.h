@@ -115,6 +115,16 @@ class Recorder {
                  uint64_t end, uint64_t graph_node_id);
   void add_dropped(uint64_t n) { dropped_.fetch_add(n, std::memory_order_relaxed); }
 
+  // Totals since the last reset, for diagnostics (the soak benchmark): every
+  // kernel record CUPTI delivered, and where the ones not aggregated went.
+  struct Stats {
+    uint64_t records, unsessioned, unmatched, zero_time;
+  };
+  Stats stats() const {
+    return Stats{records_.load(std::memory_order_relaxed), unsessioned_.load(std::memory_order_relaxed),
+                 unmatched_.load(std::memory_order_relaxed), zero_time_.load(std::memory_order_relaxed)};
+  }
+
   // ---- flush: everything since the last one, as plain data ----
   struct NodeOut {
     uint32_t id, parent, kind;
@@ -164,6 +174,7 @@ class Recorder {
   std::atomic<bool> trace_{false};
   std::atomic<uint32_t> generation_{1};
   std::atomic<uint64_t> dropped_{0};
+  std::atomic<uint64_t> records_{0}, unsessioned_{0}, unmatched_{0}, zero_time_{0};
 
   std::unique_ptr<Slot[]> slots_;
   std::unique_ptr<SlotTime[]> slot_times_;  // only while tracing
