@@ -50,6 +50,9 @@ class Batch:
     devices: dict = field(default_factory=dict)
     #: The device type the records' device ids refer to ("CUDA", "HIP", ...).
     device_type: str = "CUDA"
+    #: Nanoseconds since the last flush during which launches were not observed
+    #: (a backend re-attaching to its vendor library); written into the profile.
+    unobserved_ns: int = 0
 
 
 class Backend:
@@ -89,6 +92,10 @@ class Backend:
     def flush(self) -> Batch:
         """Deliver everything recorded since the last flush."""
         return Batch(device_type=self.device_type)
+
+    def phase_ended(self) -> None:
+        """A phase just ended, on the thread that ended it: the moment for upkeep that must fall
+        between phases (the cupti backend re-attaches CUPTI here to free what it keeps per launch)."""
 
 
 def context_setter(backend):

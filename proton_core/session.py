@@ -380,6 +380,10 @@ class Manager:
         # Everything launched under an earlier epoch has now arrived: retire those epochs.
         for epoch in [e for e in epochs if e < epoch_at_start]:
             del epochs[epoch]
+        if batch.unobserved_ns:
+            for session, _ in current:
+                if not session.closed:
+                    session.profile.unobserved_ns += batch.unobserved_ns
         if unrouted:
             for session, _ in current:
                 if not session.closed:
@@ -413,6 +417,7 @@ class Manager:
             session = self._one(session_id)
             phase = session.phases.advance()
             self._refresh()  # a new epoch carries the new phase
+            session.backend_state.backend.phase_ended()
             return phase
 
     def is_phase_complete(self, session_id, phase: int) -> bool:

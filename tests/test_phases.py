@@ -101,3 +101,19 @@ def test_records_delivered_after_their_epoch_retired_are_counted_and_named(tmp_p
     assert kernel_count(doc, "k") == 1
     assert doc[0]["metrics"]["dropped"] == 3
     assert any("delivered 3 kernel records after the flush" in r.getMessage() for r in caplog.records)
+
+
+def test_phase_end_reaches_the_backend_on_the_ending_thread_and_unobserved_time_the_file(tmp_path, fake):
+    """Backends do between-phase upkeep in phase_ended; time they were blind is written, not hidden."""
+    import threading
+
+    sid = proton.start(str(tmp_path / "p"), backend="fake")
+    fake.launch("k")
+    proton.data.advance_phase(sid)
+    assert fake.backend.phase_end_threads == [threading.get_ident()]
+    fake.backend.unobserved_ns = 1500  # as after a re-attach
+    fake.launch("k")
+    proton.finalize(sid)
+    doc = load_profile(tmp_path / "p.hatchet")
+    assert kernel_count(doc, "k") == 2
+    assert doc[0]["metrics"]["unobserved (ns)"] == 1500

@@ -19,6 +19,8 @@ class Profile:
     devices: dict = field(default_factory=dict)
     #: Activity records a backend reported as dropped.
     dropped: int = 0
+    #: Nanoseconds the backend could not see launches (CUPTI re-attaching); other threads' kernels may be missing.
+    unobserved_ns: int = 0
 
     def merge(self, other: "Profile") -> None:
         """Add ``other`` (a later phase of the same session) into this profile."""
@@ -29,6 +31,7 @@ class Profile:
             self.trace.thread_names.update(other.trace.thread_names)
         self.devices = {**self.devices, **other.devices}
         self.dropped += other.dropped
+        self.unobserved_ns += other.unobserved_ns
 
     def device_info(self) -> dict:
         """Device properties of the devices that ran kernels in this profile."""

@@ -23,6 +23,7 @@ from ..errors import ProtonError
 from ..metrics import COUNT_KEY, DEVICE_ID_KEY, DEVICE_TYPE_KEY, TIME_KEY
 
 DROPPED_KEY = "dropped"
+UNOBSERVED_KEY = "unobserved (ns)"
 
 #: Keys that label a kernel node rather than measure it.
 LABEL_KEYS = (DEVICE_ID_KEY, DEVICE_TYPE_KEY)
@@ -75,11 +76,14 @@ def document(profile) -> list:
     """``[root literal, device_info]`` of a :class:`~proton_core.data.Profile`.
 
     Kernels the backend lost (``profile.dropped``) are the root's ``dropped``
-    metric, so a reader of the file sees that the counts are short, and by how much.
+    metric, so a reader of the file sees that the counts are short, and by how much;
+    time the backend could not see launches is its ``unobserved (ns)``.
     """
     root = literal(profile.tree)
     if profile.dropped:
         root["metrics"][DROPPED_KEY] = profile.dropped
+    if profile.unobserved_ns:
+        root["metrics"][UNOBSERVED_KEY] = profile.unobserved_ns
     return [root, profile.device_info()]
 
 

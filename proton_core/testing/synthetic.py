@@ -42,6 +42,8 @@ class SyntheticBackend(Backend):
         self.started = 0
         self.stopped = 0
         self.dropped = 0
+        self.unobserved_ns = 0  # handed over with the next flush, as a re-attaching backend would
+        self.phase_end_threads: list[int] = []  # thread ids that ended a phase (phase_ended calls)
 
     # ------------------------------------------------------------ contract ----
     def start(self, mode):
@@ -63,9 +65,12 @@ class SyntheticBackend(Backend):
         with self.lock:
             records = [(*k, v[0], v[1]) for k, v in self.records.items()]
             batch = Batch(nodes=self.new_nodes, records=records, events=self.events, dropped=self.dropped,
-                          devices=DEVICES, device_type="CUDA")
-            self.new_nodes, self.records, self.events, self.dropped = [], {}, [], 0
+                          devices=DEVICES, device_type="CUDA", unobserved_ns=self.unobserved_ns)
+            self.new_nodes, self.records, self.events, self.dropped, self.unobserved_ns = [], {}, [], 0, 0
         return batch
+
+    def phase_ended(self):
+        self.phase_end_threads.append(threading.get_ident())
 
     # ------------------------------------------------------------- helpers ----
     def _intern(self, parent, kind, value):

@@ -83,6 +83,8 @@ PYBIND11_MODULE(_cupti, m) {
   m.add_object("set_context", py::reinterpret_steal<py::object>(PyCFunction_NewEx(&set_context_def, nullptr, nullptr)));
   m.def("flush", [] { return flush_all(true); },
         "(nodes, records, events, dropped, device ids) recorded since the last flush");
+  m.def("reattach_if_due", &reattach_if_due, py::arg("min_records"), py::call_guard<py::gil_scoped_release>(),
+        "re-attach CUPTI when a graph launch made it keep memory per launch; ns detached, or 0");
   m.def(
       "stats",
       [] {

@@ -6,6 +6,7 @@
 #include <dlfcn.h>
 #include <sys/mman.h>
 
+#include <atomic>
 #include <cstddef>
 #include <mutex>
 #include <stdexcept>
@@ -14,6 +15,8 @@
 #include "recorder.h"
 
 namespace proton_cupti {
+
+void note_graph_launch();
 
 namespace {
 
@@ -204,7 +207,11 @@ const CUpti_CallbackId kLaunchCbids[] = {
 void CUPTIAPI on_callback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* data) {
   if (domain == CUPTI_CB_DOMAIN_DRIVER_API) {
     auto* cb = static_cast<const CUpti_CallbackData*>(data);
-    if (cb->callbackSite == CUPTI_API_ENTER) recorder().on_launch(cb->correlationId);
+    if (cb->callbackSite == CUPTI_API_ENTER) {
+      recorder().on_launch(cb->correlationId);
+      if (cbid == CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch || cbid == CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz)
+        note_graph_launch();
+    }
     return;
   }
   if (domain == CUPTI_CB_DOMAIN_RESOURCE) {
@@ -258,10 +265,15 @@ std::string load_cupti(const std::string& path) {
 
 std::string cupti_path() { return api.path; }
 
-void start_profiling(bool graph_nodes) {
-  std::lock_guard<std::mutex> g(state_mu);
-  if (api.handle == nullptr) throw std::runtime_error("libcupti is not loaded");
-  if (subscriber != nullptr) return;
+namespace {
+
+bool graph_nodes_on = true;
+// Set by a graph launch while attached: from then on CUPTI keeps ~32 B per launch until cuptiFinalize.
+std::atomic<bool> graph_launched{false};
+uint64_t records_at_attach = 0;
+
+// Subscribe, enable the callbacks and kernel activity (state_mu held).
+void attach_locked() {
   check(api.cuptiSubscribe(&subscriber, reinterpret_cast<CUpti_CallbackFunc>(on_callback), nullptr),
         "cuptiSubscribe");
   try {
@@ -271,7 +283,7 @@ void start_profiling(bool graph_nodes) {
       api.cuptiActivityRegisterTimestampCallback(timestamp);
     for (CUpti_CallbackId cbid : kLaunchCbids)
       api.cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_DRIVER_API, cbid);  // absent ids just fail
-    if (graph_nodes) {
+    if (graph_nodes_on) {
       check(api.cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_GRAPHNODE_CREATED),
             "enabling graph node callbacks");
       check(api.cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_GRAPHNODE_CLONED),
@@ -285,11 +297,12 @@ void start_profiling(bool graph_nodes) {
     subscriber = nullptr;
     throw;
   }
+  graph_launched.store(false, std::memory_order_relaxed);
+  records_at_attach = recorder().stats().records;
 }
 
-void stop_profiling(bool detach) {
-  std::lock_guard<std::mutex> g(state_mu);
-  if (subscriber == nullptr) return;
+// Deliver every record, then let go of CUPTI (state_mu held).
+void detach_locked(bool finalize) {
   sync_contexts();  // no kernel may still owe a record when CUPTI detaches
   api.cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
   if (activity_on) api.cuptiActivityDisable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
@@ -298,8 +311,37 @@ void stop_profiling(bool detach) {
   api.cuptiUnsubscribe(subscriber);
   subscriber = nullptr;
   // Detach CUPTI: state it keeps per process (after a CUDA graph was seen it
-  // grows with every later launch) goes with it; the next start re-attaches.
-  if (detach && api.cuptiFinalize != nullptr) api.cuptiFinalize();
+  // grows with every later launch) goes with it; the next attach starts afresh.
+  if (finalize && api.cuptiFinalize != nullptr) api.cuptiFinalize();
+}
+
+}  // namespace
+
+void note_graph_launch() { graph_launched.store(true, std::memory_order_relaxed); }
+
+void start_profiling(bool graph_nodes) {
+  std::lock_guard<std::mutex> g(state_mu);
+  if (api.handle == nullptr) throw std::runtime_error("libcupti is not loaded");
+  if (subscriber != nullptr) return;
+  graph_nodes_on = graph_nodes;
+  attach_locked();
+}
+
+void stop_profiling(bool detach) {
+  std::lock_guard<std::mutex> g(state_mu);
+  if (subscriber == nullptr) return;
+  detach_locked(detach);
+}
+
+uint64_t reattach_if_due(uint64_t min_records) {
+  std::lock_guard<std::mutex> g(state_mu);
+  if (subscriber == nullptr || api.cuptiFinalize == nullptr || !graph_launched.load(std::memory_order_relaxed))
+    return 0;
+  if (recorder().stats().records - records_at_attach < min_records) return 0;
+  uint64_t t0 = monotonic_ns();
+  detach_locked(true);
+  attach_locked();
+  return monotonic_ns() - t0;
 }
 
 void flush_activity() {

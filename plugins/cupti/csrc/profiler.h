@@ -20,6 +20,13 @@ void start_profiling(bool graph_nodes = true);
 // Flush outstanding records, disable activity, unsubscribe and (detach)
 // detach CUPTI from the process with cuptiFinalize.
 void stop_profiling(bool detach = true);
+// Once a CUDA graph was launched while attached, CUPTI keeps ~32 B for every
+// later launch until it is detached.  When that happened and at least
+// min_records kernel records came since the last attach: detach (cuptiFinalize)
+// and attach again, every record delivered first.  Returns the nanoseconds
+// CUPTI was not attached (launches from other threads then go unseen), 0 if
+// nothing was done.
+uint64_t reattach_if_due(uint64_t min_records);
 // Wait for the current context's kernels, then make CUPTI hand over every
 // buffer (records land in the Recorder).  Safe when nothing was started.
 void flush_activity();

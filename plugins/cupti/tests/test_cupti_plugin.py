@@ -134,3 +134,17 @@ def test_skip_on_conflict_runs_without_kernels(monkeypatch, caplog):
     backend.stop()
     assert backend.native.stopped == 0  # nothing was started, nothing to undo
     assert "records no kernels" in caplog.records[0].getMessage()
+
+
+def test_reattach_setting_is_read_and_a_bad_one_named(monkeypatch):
+    from proton_core.plugin_api import ProtonError
+    from proton_cupti.backend import REATTACH_DEFAULT, reattach_records
+
+    monkeypatch.delenv("PROTON_CUPTI_REATTACH_RECORDS", raising=False)
+    assert reattach_records() == REATTACH_DEFAULT
+    monkeypatch.setenv("PROTON_CUPTI_REATTACH_RECORDS", "0")
+    assert reattach_records() == 0
+    monkeypatch.setenv("PROTON_CUPTI_REATTACH_RECORDS", "lots")
+    with pytest.raises(ProtonError) as err:
+        reattach_records()
+    assert "PROTON_CUPTI_REATTACH_RECORDS='lots' is not a count" in str(err.value) and "\n" not in str(err.value)

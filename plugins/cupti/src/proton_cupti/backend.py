@@ -19,6 +19,24 @@ register_internal_path(os.path.dirname(os.path.abspath(__file__)))
 #: What CUPTI says when another client (torch.profiler, Nsight) holds its one subscription.
 CONFLICT = "MULTIPLE_SUBSCRIBERS"
 CONFLICT_ENV = "PROTON_CUPTI_ON_CONFLICT"
+#: After a CUDA-graph launch CUPTI keeps ~32 B per later launch until it is detached: at a phase's end,
+#: once this many kernel records came since CUPTI was last attached, re-attach it (0: never).
+REATTACH_ENV = "PROTON_CUPTI_REATTACH_RECORDS"
+REATTACH_DEFAULT = 250_000
+
+
+def reattach_records() -> int:
+    value = os.environ.get(REATTACH_ENV, "").strip()
+    if not value:
+        return REATTACH_DEFAULT
+    try:
+        number = int(value)
+        if number < 0:
+            raise ValueError
+    except ValueError:
+        raise ProtonError(f"{REATTACH_ENV}={value!r} is not a count of kernel records; use a whole number "
+                          f"(0: never re-attach; default {REATTACH_DEFAULT})") from None
+    return number
 
 
 def native():
@@ -56,9 +74,12 @@ class CuptiBackend(Backend):
         self.library = load_cupti()
         self._devices: dict[str, dict] = {}
         self._started = False
+        self._reattach, self._unobserved = REATTACH_DEFAULT, 0
         self.context_setter = self.native.set_context  # called by the scope hot path directly
 
     def start(self, mode):
+        self._reattach = reattach_records()
+        self._unobserved = 0
         try:
             self.native.start()
         except RuntimeError as exc:
@@ -91,7 +112,13 @@ class CuptiBackend(Backend):
 
     def flush(self):
         nodes, records, events, dropped, devices = self.native.flush()
-        return batch_from(nodes, records, events, dropped, devices, self._devices, self.native.device_info)
+        batch = batch_from(nodes, records, events, dropped, devices, self._devices, self.native.device_info)
+        batch.unobserved_ns, self._unobserved = self._unobserved, 0
+        return batch
+
+    def phase_ended(self):
+        if self._started and self._reattach:
+            self._unobserved += self.native.reattach_if_due(self._reattach)
 
 
 def batch_from(nodes, records, events, dropped, device_ids, cache, device_info) -> Batch:
