@@ -53,6 +53,8 @@ class Batch:
     #: Nanoseconds since the last flush during which launches were not observed
     #: (a backend re-attaching to its vendor library); written into the profile.
     unobserved_ns: int = 0
+    #: Kernels in ``records`` whose duration the vendor library did not give (counted, time 0).
+    untimed: int = 0
 
 
 class Backend:

@@ -65,6 +65,7 @@ class Session:
         self.closed = False  # detached from its backend; only writing is left
         self.phases = Phases(lambda: Profile(name, base_name, data, trace=Trace() if data == "trace" else None))
         self.pending: list = []  # (phase, path, MetricName, tensor) read at flush
+        self.warned_untimed = False
         self.writer = None  # periodic.Writer with mode="periodic_flushing"
         self.parts: list[str] = []  # files periodic writing wrote
         self._paths: dict[int, tuple] = {0: ()}
@@ -384,6 +385,14 @@ class Manager:
             for session, _ in current:
                 if not session.closed:
                     session.profile.unobserved_ns += batch.unobserved_ns
+        if batch.untimed:
+            for session, _ in current:
+                if not session.closed:
+                    session.profile.untimed += batch.untimed
+                    if not session.warned_untimed:
+                        session.warned_untimed = True
+                        log.warn(f"session {session.id}: backend {state.name!r} gave {batch.untimed} kernels without "
+                                 "a duration; they are counted with time 0 (see 'untimed' in the profile)")
         if unrouted:
             for session, _ in current:
                 if not session.closed:

@@ -117,3 +117,19 @@ def test_phase_end_reaches_the_backend_on_the_ending_thread_and_unobserved_time_
     doc = load_profile(tmp_path / "p.hatchet")
     assert kernel_count(doc, "k") == 2
     assert doc[0]["metrics"]["unobserved (ns)"] == 1500
+
+
+def test_kernels_without_a_duration_are_counted_written_and_named_once(tmp_path, fake, caplog):
+    sid = proton.start(str(tmp_path / "p"), backend="fake", mode="periodic_flushing:poll=30")
+    fake.launch("k")
+    fake.backend.untimed = 1  # the vendor library gave this kernel no duration
+    proton.data.advance_phase(sid)
+    assert proton.data.is_phase_complete(sid, 0)
+    fake.launch("k")
+    fake.backend.untimed = 1
+    paths = proton.finalize(sid)
+    roots = [load_profile(p)[0] for p in paths]
+    assert sum(r["metrics"].get("untimed", 0) for r in roots) == 2  # filed with the phase current when reported
+    assert [r["metrics"]["count"] for r in roots] == [0, 0] and all(kernel_count([r], "k") == 1 for r in roots)
+    messages = [r.getMessage() for r in caplog.records if "without a duration" in r.getMessage()]
+    assert len(messages) == 1 and "see 'untimed' in the profile" in messages[0]

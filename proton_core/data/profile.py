@@ -21,6 +21,8 @@ class Profile:
     dropped: int = 0
     #: Nanoseconds the backend could not see launches (CUPTI re-attaching); other threads' kernels may be missing.
     unobserved_ns: int = 0
+    #: Kernels counted without a duration (the vendor library gave none): their time is missing.
+    untimed: int = 0
 
     def merge(self, other: "Profile") -> None:
         """Add ``other`` (a later phase of the same session) into this profile."""
@@ -32,6 +34,7 @@ class Profile:
         self.devices = {**self.devices, **other.devices}
         self.dropped += other.dropped
         self.unobserved_ns += other.unobserved_ns
+        self.untimed += other.untimed
 
     def device_info(self) -> dict:
         """Device properties of the devices that ran kernels in this profile."""

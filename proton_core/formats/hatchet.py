@@ -24,6 +24,7 @@ from ..metrics import COUNT_KEY, DEVICE_ID_KEY, DEVICE_TYPE_KEY, TIME_KEY
 
 DROPPED_KEY = "dropped"
 UNOBSERVED_KEY = "unobserved (ns)"
+UNTIMED_KEY = "untimed"
 
 #: Keys that label a kernel node rather than measure it.
 LABEL_KEYS = (DEVICE_ID_KEY, DEVICE_TYPE_KEY)
@@ -77,13 +78,16 @@ def document(profile) -> list:
 
     Kernels the backend lost (``profile.dropped``) are the root's ``dropped``
     metric, so a reader of the file sees that the counts are short, and by how much;
-    time the backend could not see launches is its ``unobserved (ns)``.
+    time the backend could not see launches is its ``unobserved (ns)``, kernels
+    counted without a duration its ``untimed``.
     """
     root = literal(profile.tree)
     if profile.dropped:
         root["metrics"][DROPPED_KEY] = profile.dropped
     if profile.unobserved_ns:
         root["metrics"][UNOBSERVED_KEY] = profile.unobserved_ns
+    if profile.untimed:
+        root["metrics"][UNTIMED_KEY] = profile.untimed
     return [root, profile.device_info()]
 
 

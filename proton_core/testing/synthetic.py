@@ -43,6 +43,7 @@ class SyntheticBackend(Backend):
         self.stopped = 0
         self.dropped = 0
         self.unobserved_ns = 0  # handed over with the next flush, as a re-attaching backend would
+        self.untimed = 0  # kernels of the next flush to report as delivered without a duration
         self.phase_end_threads: list[int] = []  # thread ids that ended a phase (phase_ended calls)
 
     # ------------------------------------------------------------ contract ----
@@ -65,8 +66,9 @@ class SyntheticBackend(Backend):
         with self.lock:
             records = [(*k, v[0], v[1]) for k, v in self.records.items()]
             batch = Batch(nodes=self.new_nodes, records=records, events=self.events, dropped=self.dropped,
-                          devices=DEVICES, device_type="CUDA", unobserved_ns=self.unobserved_ns)
-            self.new_nodes, self.records, self.events, self.dropped, self.unobserved_ns = [], {}, [], 0, 0
+                          devices=DEVICES, device_type="CUDA", unobserved_ns=self.unobserved_ns, untimed=self.untimed)
+            self.new_nodes, self.records, self.events, self.dropped = [], {}, [], 0
+            self.unobserved_ns = self.untimed = 0
         return batch
 
     def phase_ended(self):

@@ -74,12 +74,12 @@ class CuptiBackend(Backend):
         self.library = load_cupti()
         self._devices: dict[str, dict] = {}
         self._started = False
-        self._reattach, self._unobserved = REATTACH_DEFAULT, 0
+        self._reattach, self._unobserved, self._untimed_seen = REATTACH_DEFAULT, 0, 0
         self.context_setter = self.native.set_context  # called by the scope hot path directly
 
     def start(self, mode):
         self._reattach = reattach_records()
-        self._unobserved = 0
+        self._unobserved = self._untimed_seen = 0
         try:
             self.native.start()
         except RuntimeError as exc:
@@ -114,6 +114,9 @@ class CuptiBackend(Backend):
         nodes, records, events, dropped, devices = self.native.flush()
         batch = batch_from(nodes, records, events, dropped, devices, self._devices, self.native.device_info)
         batch.unobserved_ns, self._unobserved = self._unobserved, 0
+        if self._started:
+            untimed = int(self.native.stats()["zero_time"])  # since start (the native counters reset there)
+            batch.untimed, self._untimed_seen = untimed - self._untimed_seen, untimed
         return batch
 
     def phase_ended(self):
