@@ -381,34 +381,26 @@ class Manager:
         # Everything launched under an earlier epoch has now arrived: retire those epochs.
         for epoch in [e for e in epochs if e < epoch_at_start]:
             del epochs[epoch]
-        if batch.unobserved_ns:
-            for session, _ in current:
-                if not session.closed:
-                    session.profile.unobserved_ns += batch.unobserved_ns
-        if batch.untimed:
-            for session, _ in current:
-                if not session.closed:
-                    session.profile.untimed += batch.untimed
-                    if not session.warned_untimed:
-                        session.warned_untimed = True
-                        log.warn(f"session {session.id}: backend {state.name!r} gave {batch.untimed} kernels without "
-                                 "a duration; they are counted with time 0 (see 'untimed' in the profile)")
-        if unrouted:
-            for session, _ in current:
-                if not session.closed:
-                    session.profile.dropped += unrouted
-            log.warn(f"backend {state.name!r} delivered {unrouted} kernel records after the flush that should have "
-                     "held them; they are counted in 'dropped'")
         for session, phase in current:
             session.phases.flushed(phase)
             for profile in session.phases.profiles.values():
                 profile.devices = state.devices
             late, session.phases.late = session.phases.late, 0
-            if (batch.dropped or late) and not session.closed:
-                session.profile.dropped += batch.dropped + late
+            if not session.closed:  # what the backend could not deliver whole, in the current phase's profile
+                profile = session.profile
+                profile.dropped += batch.dropped + late + unrouted
+                profile.unobserved_ns += batch.unobserved_ns
+                profile.untimed += batch.untimed
+                if batch.untimed and not session.warned_untimed:
+                    session.warned_untimed = True
+                    log.warn(f"session {session.id}: backend {state.name!r} gave {batch.untimed} kernels without "
+                             "a duration; they are counted with time 0 (see 'untimed' in the profile)")
             if late:
                 log.warn(f"session {session.id}: {late} kernels arrived for phases already cleared; "
                          "they are counted in 'dropped' (clear a phase only once it is complete)")
+        if unrouted:
+            log.warn(f"backend {state.name!r} delivered {unrouted} kernel records after the flush that should have "
+                     "held them; they are counted in 'dropped'")
         if batch.dropped:
             log.warn(f"backend {state.name!r} dropped {batch.dropped} activity records; "
                      "their kernels are missing from the profile (see 'dropped' in the profile)")
