@@ -17,20 +17,7 @@ import time
 
 import proton_core as proton
 from proton_frameworks.triton_hook import launch_enter, launch_exit
-
-
-class LazyDict:
-    def __init__(self, data):
-        self.data, self.extras = data, []
-
-    def get(self):
-        for func, args in self.extras:
-            self.data = self.data | func(*args)
-        self.extras.clear()
-        return self.data
-
-    def add(self, func, args):
-        self.extras.append((func, args))
+from proton_frameworks.testing import LazyDict
 
 
 def metadata(grid, meta, args):

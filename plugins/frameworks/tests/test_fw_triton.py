@@ -10,22 +10,7 @@ from fwtest import load, names, node
 from proton_core.plugin_api import current_op
 from proton_frameworks import triton_hook
 from proton_frameworks.triton_hook import launch_enter, launch_exit
-
-
-class LazyDict:
-    """Triton's LazyDict contract: ``data`` (Triton's keys), ``extras`` evaluated by ``get()``."""
-
-    def __init__(self, data):
-        self.data, self.extras = data, []
-
-    def get(self):
-        for func, args in self.extras:
-            self.data = self.data | func(*args)
-        self.extras.clear()
-        return self.data
-
-    def add(self, func, args):
-        self.extras.append((func, args))
+from proton_frameworks.testing import LazyDict
 
 
 class HookChain:
