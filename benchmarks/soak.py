@@ -15,6 +15,7 @@ unprofiled.
 from __future__ import annotations
 
 import argparse
+import ctypes
 import glob
 import json
 import logging
@@ -26,6 +27,35 @@ import time
 def rss_mib() -> float:
     with open("/proc/self/statm") as f:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+class _MallInfo2(ctypes.Structure):
+    _fields_ = [(f, ctypes.c_size_t) for f in (
+        "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks", "keepcost")]
+
+
+def _libc():
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        libc.mallinfo2.restype = _MallInfo2
+        return libc
+    except (OSError, AttributeError):
+        return None
+
+
+LIBC = _libc()
+
+
+def heap_mib() -> tuple[float, float]:
+    """malloc's view (glibc, all arenas): (bytes handed out, bytes free but kept), in MiB.
+
+    RSS growth that is "free but kept" is fragmentation (malloc_trim returns it);
+    growth "handed out" is memory someone still holds; growth in neither is not malloc's.
+    """
+    if LIBC is None:
+        return (0.0, 0.0)
+    m = LIBC.mallinfo2()
+    return ((m.uordblks + m.hblkhd) / 2**20, m.fordblks / 2**20)
 
 
 def kernel_counts(paths) -> list[tuple[int, int]]:
@@ -58,6 +88,8 @@ def main() -> int:
     ap.add_argument("--capture-while-profiling", action="store_true",
                     help="capture the graph inside the session (CUPTI then keeps ~32 B per later launch)")
     ap.add_argument("--poll", type=float, default=0.2, help="periodic writer poll, seconds")
+    ap.add_argument("--malloc-trim", action="store_true",
+                    help="diagnostic: malloc_trim(0) after every phase (is the RSS growth malloc fragmentation?)")
     ap.add_argument("--unprofiled", action="store_true",
                     help="the same program without a session: what the driver and torch alone do to RSS")
     args = ap.parse_args()
@@ -111,7 +143,7 @@ def main() -> int:
     sid = None if args.unprofiled else proton.start(name, backend="cupti", mode=f"periodic_flushing:poll={args.poll}")
     graph = graph or capture()
 
-    rss, pending, direct_s = [], [], 0.0
+    rss, heap_used, heap_free, pending, direct_s = [], [], [], [], 0.0
     start = time.perf_counter()
     for phase in range(args.phases):
         for i in range(scopes_per_phase):
@@ -125,7 +157,12 @@ def main() -> int:
             torch.cuda.synchronize()
         if sid is not None:
             proton.data.advance_phase(sid)
+        if args.malloc_trim and LIBC is not None:
+            LIBC.malloc_trim(0)
         rss.append(round(rss_mib(), 2))
+        used, free = heap_mib()
+        heap_used.append(round(used, 2))
+        heap_free.append(round(free, 2))
         if phase % 10 == 9:  # phases ended but not yet written as parts: how far the writer lags
             pending.append(phase + 1 - len(glob.glob(glob.escape(name) + ".part_*")))
         if phase % 100 == 0:
@@ -153,7 +190,11 @@ def main() -> int:
         "distinct_scopes": min(args.scopes, scopes_per_phase * args.phases), "wall_s": round(wall, 1),
         "rss_base_mib": base, "rss_max_after_warmup_mib": max(after), "rss_min_after_warmup_mib": min(after),
         "rss_growth_after_warmup_mib": round(max(after) - base, 2), "rss_series_every_10": rss[::10],
-        "rss_mib_per_phase_after_warmup": round(slope, 3), "unprofiled": args.unprofiled,
+        "rss_mib_per_phase_after_warmup": round(slope, 3),
+        "heap_used_growth_after_warmup_mib": round(max(heap_used[warmup:]) - heap_used[warmup], 2),
+        "heap_free_growth_after_warmup_mib": round(max(heap_free[warmup:]) - heap_free[warmup], 2),
+        "heap_used_series_every_10": heap_used[::10], "heap_free_series_every_10": heap_free[::10],
+        "malloc_trim_each_phase": args.malloc_trim, "unprofiled": args.unprofiled,
         "ns_per_launch_unprofiled": round(bare_ns),
         "ns_per_launch_profiled": round(direct_s / (direct * args.phases) * 1e9),
         "native_kernel_records": native,
@@ -165,7 +206,7 @@ def main() -> int:
     }
     with open(os.path.join(args.out, "soak.json"), "w") as f:
         json.dump(result, f, indent=1)
-    print(json.dumps({k: v for k, v in result.items() if k != "rss_series_every_10"}, indent=1))
+    print(json.dumps({k: v for k, v in result.items() if not k.endswith("_series_every_10")}, indent=1))
     ok = result["kernels_lost"] == 0 and result["rss_growth_after_warmup_mib"] <= 16
     print("soak:", "PASS" if ok else "FAIL")
     return 0 if ok else 1

@@ -45,6 +45,7 @@ struct Api {
   decltype(&cuptiActivityFlushAll) flush_all = nullptr;
   decltype(&cuptiActivityGetNextRecord) next_record = nullptr;
   decltype(&cuptiActivityGetNumDroppedRecords) num_dropped = nullptr;
+  decltype(&cuptiFinalize) finalize = nullptr;  // optional: probes detach CUPTI with it
 };
 
 Api api;
@@ -52,6 +53,13 @@ void* lib_handle = nullptr;
 std::string lib_path_loaded;
 CUpti_SubscriberHandle subscriber = nullptr;
 bool running = false;
+
+// start()'s config bits, for probes that take CUPTI apart (0, the floor itself, by default).
+constexpr long kNoCallbacks = 1;    // no driver-API launch callbacks
+constexpr long kNoActivity = 2;     // no kernel activity records
+constexpr long kNoCorrelation = 4;  // callbacks count launches but keep no correlation map
+constexpr long kNoGraphLaunchCallbacks = 8;  // callbacks on kernel launches only, not on cuGraphLaunch
+long config = 0;
 
 std::mutex map_mutex;
 std::unordered_map<uint32_t, uint64_t> correlation;  // correlationId -> launch number
@@ -111,7 +119,8 @@ void CUPTIAPI on_callback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId, 
   const auto* info = static_cast<const CUpti_CallbackData*>(data);
   if (info->callbackSite != CUPTI_API_ENTER) return;
   std::lock_guard<std::mutex> guard(map_mutex);
-  correlation[info->correlationId] = ++launches;
+  ++launches;
+  if (!(config & kNoCorrelation)) correlation[info->correlationId] = launches;
 }
 
 template <typename T>
@@ -146,6 +155,7 @@ bool load_library(const char* path, std::string& err) {
   load(api.flush_all, "cuptiActivityFlushAll", missing);
   load(api.next_record, "cuptiActivityGetNextRecord", missing);
   load(api.num_dropped, "cuptiActivityGetNumDroppedRecords", missing);
+  api.finalize = reinterpret_cast<decltype(api.finalize)>(dlsym(lib_handle, "cuptiFinalize"));
   if (!missing.empty()) {
     err = std::string(path) + " lacks: " + missing;
     dlclose(lib_handle);
@@ -164,11 +174,13 @@ PyObject* fail(const std::string& msg) {
 
 PyObject* floor_start(PyObject*, PyObject* args) {
   const char* path = nullptr;
-  if (!PyArg_ParseTuple(args, "s", &path)) return nullptr;
+  long cfg = 0;
+  if (!PyArg_ParseTuple(args, "s|l", &path, &cfg)) return nullptr;
   if (running) return fail("floor already started");
   std::string err;
   if (!load_library(path, err)) return fail(err);
 
+  config = cfg;
   kernel_count = 0;
   kernel_ns = 0;
   dropped = 0;
@@ -187,6 +199,13 @@ PyObject* floor_start(PyObject*, PyObject* args) {
   int enabled = 0;
   CUptiResult last = CUPTI_SUCCESS;
   for (CUpti_CallbackId cbid : kLaunchCbids) {
+    if (config & kNoCallbacks) {
+      ++enabled;
+      break;
+    }
+    if ((config & kNoGraphLaunchCallbacks) &&
+        (cbid == CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch || cbid == CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz))
+      continue;
     CUptiResult e = api.enable_callback(1, subscriber, CUPTI_CB_DOMAIN_DRIVER_API, cbid);
     if (e == CUPTI_SUCCESS) ++enabled; else last = e;
   }
@@ -195,7 +214,7 @@ PyObject* floor_start(PyObject*, PyObject* args) {
     subscriber = nullptr;
     return fail(describe("cuptiEnableCallback (every launch cbid)", last));
   }
-  r = api.activity_enable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
+  r = (config & kNoActivity) ? CUPTI_SUCCESS : api.activity_enable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
   if (r != CUPTI_SUCCESS) {
     api.unsubscribe(subscriber);
     subscriber = nullptr;
@@ -205,14 +224,17 @@ PyObject* floor_start(PyObject*, PyObject* args) {
   Py_RETURN_NONE;
 }
 
-PyObject* floor_stop(PyObject*, PyObject*) {
+PyObject* floor_stop(PyObject*, PyObject* args) {
+  int finalize = 0;
+  if (!PyArg_ParseTuple(args, "|p", &finalize)) return nullptr;
   if (!running) return fail("floor not started");
   CUptiResult flush1, disable, flush2;
   Py_BEGIN_ALLOW_THREADS
   flush1 = api.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
-  disable = api.activity_disable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
+  disable = (config & kNoActivity) ? CUPTI_SUCCESS : api.activity_disable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
   flush2 = api.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
   api.unsubscribe(subscriber);
+  if (finalize && api.finalize != nullptr) api.finalize();
   Py_END_ALLOW_THREADS
   subscriber = nullptr;
   running = false;
@@ -235,8 +257,11 @@ PyObject* floor_library(PyObject*, PyObject*) {
 }
 
 PyMethodDef methods[] = {
-    {"start", floor_start, METH_VARARGS, "start(libcupti_path): subscribe and enable kernel records"},
-    {"stop", floor_stop, METH_NOARGS, "stop() -> (kernel_count, total_time_ns, dropped); flushes first"},
+    {"start", floor_start, METH_VARARGS,
+     "start(libcupti_path, config=0): subscribe and enable kernel records (config bits: 1 no callbacks, "
+     "2 no activity, 4 no correlation map, 8 no cuGraphLaunch callbacks)"},
+    {"stop", floor_stop, METH_VARARGS,
+     "stop(finalize=False) -> (kernel_count, total_time_ns, dropped); flushes first, then cuptiFinalize if asked"},
     {"launches", floor_launches, METH_NOARGS, "launches() -> (callbacks seen, distinct correlation ids)"},
     {"library", floor_library, METH_NOARGS, "the libcupti path loaded, '' if none"},
     {nullptr, nullptr, 0, nullptr},

@@ -4,6 +4,9 @@
 
 #include <cupti.h>
 #include <dlfcn.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <sys/mman.h>
 
 #include <atomic>
@@ -341,7 +344,12 @@ uint64_t reattach_if_due(uint64_t min_records) {
   uint64_t t0 = monotonic_ns();
   detach_locked(true);
   attach_locked();
-  return monotonic_ns() - t0;
+  uint64_t detached_ns = monotonic_ns() - t0;
+#ifdef __GLIBC__
+  // What CUPTI freed stays in malloc's heap as holes; hand it back so RSS shows the release.
+  malloc_trim(0);
+#endif
+  return detached_ns;
 }
 
 void flush_activity() {

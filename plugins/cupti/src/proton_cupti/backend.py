@@ -22,7 +22,7 @@ CONFLICT_ENV = "PROTON_CUPTI_ON_CONFLICT"
 #: After a CUDA-graph launch CUPTI keeps ~32 B per later launch until it is detached: at a phase's end,
 #: once this many kernel records came since CUPTI was last attached, re-attach it (0: never).
 REATTACH_ENV = "PROTON_CUPTI_REATTACH_RECORDS"
-REATTACH_DEFAULT = 250_000
+REATTACH_DEFAULT = 500_000
 
 
 def reattach_records() -> int:
