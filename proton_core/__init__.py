@@ -17,6 +17,19 @@ from .plugins import hookimpl
 from .scope import cpu_timed_scope, enter_scope, exit_scope, scope, state
 from .session import MANAGER
 
+
+def _prepare_nvtx() -> None:
+    """NVTX reads ``NVTX_INJECTION64_PATH`` once per library, at that library's first NVTX call, so
+    it is set here, at import, before the program's first range; the nvtx plugin decides what."""
+    try:
+        from proton_nvtx.injection import prepare_environment
+    except ImportError:  # the plugin is not installed
+        return
+    prepare_environment()
+
+
+_prepare_nvtx()
+
 __all__ = [
     "start", "finalize", "activate", "deactivate", "profile", "scope", "cpu_timed_scope", "state",
     "enter_scope", "exit_scope", "hookimpl", "ProtonError", "__version__",
@@ -24,19 +37,20 @@ __all__ = [
 
 
 def start(name: str | None = None, *, context: str = "shadow", data: str = "tree", backend: str | None = None,
-          mode: str | None = None, hook=None, output_format: str | None = None) -> int:
+          mode: str | None = None, hook=None, output_format: str | None = None, nvtx: bool = True) -> int:
     """Start a profiling session and return its id.
 
     ``name`` is the output path without extension; ``context`` is ``shadow``
     or ``python``; ``data`` is ``tree`` or ``trace``; ``backend`` overrides
     ``PROTON_BACKEND``/``[tool.proton]``/auto choice; ``hook`` names layered
-    context sources (``"triton"``, ``"torch"``, ...).  Under the ``proton``
+    context sources (``"triton"``, ``"torch"``, ...); ``nvtx=False`` keeps NVTX ranges out of this
+    session (``PROTON_ENABLE_NVTX=0``: out of every session).  Under the ``proton``
     command line the program's own calls are ignored.
     """
     if MANAGER.cli_owned:
         return next(iter(MANAGER.sessions), 0)
     return MANAGER.start(name, context=context, data=data, backend=backend, mode=mode, hook=hook,
-                         output_format=output_format)
+                         output_format=output_format, nvtx=nvtx)
 
 
 def activate(session: int | None = None) -> None:

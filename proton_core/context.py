@@ -26,6 +26,27 @@ class ContextTree:
         self._index: dict[tuple[int, str, str], int] = {}
         self._entries: list[tuple[int, str, str]] = [(ROOT_ID, "", "")]
         self._paths: dict[int, tuple] = {}
+        #: (first id, resolve) for ids a plugin interns natively, without the GIL:
+        #: resolve(id) -> (parent id, name) of a scope, or None.
+        self._foreign: list[tuple[int, object]] = []
+
+    def register_foreign(self, first_id: int, resolve) -> None:
+        """Ids from ``first_id`` up are a plugin's own scopes, named by ``resolve``."""
+        if first_id <= len(self._entries) + (1 << 32):
+            raise ValueError(f"foreign context ids must start far above the core's, not at {first_id}")
+        self._foreign = sorted([e for e in self._foreign if e[0] != first_id] + [(first_id, resolve)],
+                               key=lambda e: -e[0])
+
+    def _entry(self, context_id: int) -> tuple[int, str, str]:
+        if context_id < len(self._entries):
+            return self._entries[context_id]
+        for first, resolve in self._foreign:
+            if context_id >= first:
+                found = resolve(context_id)
+                if found is not None:
+                    return (found[0], SCOPE, found[1])
+                break
+        return (ROOT_ID, SCOPE, f"<unknown context {context_id}>")
 
     def child(self, parent: int, kind: str, name: str) -> int:
         key = (parent, kind, name)
@@ -49,7 +70,7 @@ class ContextTree:
         out = []
         entries = self._entries
         while context_id != ROOT_ID:
-            parent, kind, name = entries[context_id]
+            parent, kind, name = entries[context_id] if context_id < len(entries) else self._entry(context_id)
             out.append((kind, name))
             context_id = parent
         out.reverse()

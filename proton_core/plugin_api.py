@@ -16,6 +16,12 @@ Context sources
     :func:`scope_depth`, :func:`open_scopes`, :func:`current_op`, :func:`thread_state`, :class:`SharedInstall` for a
     framework hook shared by sessions, :func:`register_internal_path` to hide
     a plugin's own frames from python-context paths.
+Native scope sources (scopes opened by native code on threads without the GIL)
+    :func:`register_context_ids` (ids a plugin interns itself),
+    :func:`native_context_setters` (the running backends' C setters, capsules
+    named ``proton.native_context.v1``), :func:`innermost_scope`, :func:`context_names`,
+    :func:`add_cpu_time_here`, :func:`add_cpu_time_at`, :func:`add_scope_event`,
+    :func:`open_sessions`.
 Sinks and lifecycle hooks
     :class:`Profile` with its :class:`Tree` (of :class:`TreeNode`) and
     :class:`Trace` (of :class:`KernelEvent` and :class:`ScopeEvent`), and the
@@ -49,6 +55,9 @@ __all__ = [
     "ContextSource", "BaseContext", "enter_scope", "exit_scope", "is_active", "ACTIVITY", "scope_depth",
     "open_scopes", "current_op", "thread_state",
     "SharedInstall", "register_internal_path", "is_internal", "capture_frames",
+    # native scope sources
+    "register_context_ids", "native_context_setters", "innermost_scope", "context_names", "add_cpu_time_here", "add_cpu_time_at",
+    "add_scope_event", "open_sessions", "NATIVE_CONTEXT_CAPSULE",
     # data and sessions
     "Profile", "Tree", "TreeNode", "Trace", "KernelEvent", "ScopeEvent", "Session",
     # errors and messages
@@ -80,3 +89,82 @@ def open_scopes() -> list[str]:
 def current_op() -> str | None:
     """The op the calling thread has open (``enter_scope(..., triton_op=True)``), or None."""
     return THREAD.op
+
+
+# ------------------------------------------------------ native scope sources ----
+#: The name of the capsule a backend's ``native_context`` attribute holds: a pointer to
+#: ``struct { uint32_t version /* 1 */; void (*set)(uint64_t id); uint64_t (*get)(void); }``
+#: whose ``set``/``get`` act on the calling thread's context, callable from any thread
+#: without the GIL.
+NATIVE_CONTEXT_CAPSULE = "proton.native_context.v1"
+
+
+def register_context_ids(first_id: int, resolve) -> None:
+    """Context ids from ``first_id`` (above 2**32) up are scopes a plugin interned itself (natively,
+    without the GIL); ``resolve(id)`` returns ``(parent id, name)`` or None. Such ids may be passed to
+    backends' native setters, and are spelled like the core's own scopes in every profile."""
+    from .context import TREE
+
+    TREE.register_foreign(first_id, resolve)
+
+
+def native_context_setters() -> list:
+    """Capsules (:data:`NATIVE_CONTEXT_CAPSULE`) of the running backends that offer one."""
+    from .session import MANAGER
+
+    with MANAGER.lock:
+        return [c for c in (getattr(s.backend, "native_context", None) for s in MANAGER.running) if c is not None]
+
+
+def context_names(context_id: int) -> list[str]:
+    """The names along a context id's path, outermost first (scopes, states, ops)."""
+    from .context import TREE
+
+    return [name for _, name in TREE.path(context_id)]
+
+
+def innermost_scope() -> int:
+    """The context id of the innermost scope open on the calling thread (0: none)."""
+    return THREAD.stack[-1][0] if THREAD.stack else 0
+
+
+def _cpu_time():
+    from .scope import CPU_TIME
+
+    return CPU_TIME
+
+
+def add_cpu_time_here(ns: int) -> None:
+    """Add ``ns`` of host time to the calling thread's current scope, in every active session
+    (``cpu_time (ns)``, the metric of ``cpu_timed_scope``)."""
+    from .session import MANAGER
+
+    if MANAGER.active:
+        MANAGER.add_metrics_here([(_cpu_time(), ns)])
+
+
+def add_cpu_time_at(context_id: int, ns: int) -> None:
+    """As :func:`add_cpu_time_here`, at the scope ``context_id`` (from any Python thread)."""
+    from .session import MANAGER
+
+    parsed = [(_cpu_time(), ns)]
+    for session in MANAGER.active:
+        session.add_metrics(session.base.spell_context(context_id), parsed)
+
+
+def add_scope_event(context_id: int, name: str, thread_id: int, start_ns: int, end_ns: int) -> None:
+    """A range (``end_ns == start_ns``: an instant) for every tracing session (``data="trace"``), under the
+    scope ``context_id``; times in the ``time.monotonic_ns()`` clock."""
+    from .session import MANAGER
+
+    for session in MANAGER.tracing:
+        path = tuple(n for _, n in session.base.spell_context(context_id))
+        session.profile.trace.scopes.append(ScopeEvent(path, name, thread_id, start_ns, end_ns))
+
+
+def open_sessions() -> list:
+    """The sessions open now (active or not), oldest first."""
+    from .session import MANAGER
+
+    with MANAGER.lock:
+        return [s for s in MANAGER.sessions.values() if not s.closed]

@@ -68,6 +68,7 @@ class Session:
         self.warned_untimed = False
         self.writer = None  # periodic.Writer with mode="periodic_flushing"
         self.parts: list[str] = []  # files periodic writing wrote
+        self.nvtx = True  # NVTX ranges become scopes (start(nvtx=False): not in this session)
         self._paths: dict[int, tuple] = {0: ()}
 
     @property
@@ -216,7 +217,7 @@ class Manager:
 
     # --------------------------------------------------------------- start ----
     def start(self, name=None, *, context="shadow", data="tree", backend=None, mode=None, hook=None,
-              output_format=None, resume=None) -> int:
+              output_format=None, resume=None, nvtx=True) -> int:
         """Open a session (see ``proton_core.start``); ``resume`` is a finalized session's Profile to add to."""
         plugins = get_plugins()
         defaults = config.project_defaults()
@@ -229,6 +230,8 @@ class Manager:
             raise ProtonError(f"unknown context {context!r}: choose one of {', '.join(bases)}")
         if data not in DATA_KINDS:
             raise ProtonError(f"unknown data {data!r}: choose 'tree' (aggregated) or 'trace' (every event)")
+        if not isinstance(nvtx, bool):
+            raise ProtonError(f"nvtx must be True or False, not {nvtx!r}")
         output_format = output_format or defaults.get("output_format") or DEFAULT_FORMAT[data]
         check_format(output_format, data)
         layers = []
@@ -261,6 +264,7 @@ class Manager:
             sid = self.next_id
             self.next_id += 1
             session = Session(sid, name, context, base, data, state, mode, layer_objs, output_format)
+            session.nvtx = nvtx
             if resume is not None and resume.data == data:
                 session.profile = resume
             self.sessions[sid] = session

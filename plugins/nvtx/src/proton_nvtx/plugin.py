@@ -1,20 +1,152 @@
-"""Registers the ``nvtx`` context source, which says plainly that it cannot run yet.
+"""Turns the injection library on and off with the sessions, and hands it the backends' setters.
 
-Registering it keeps ``start(hook="nvtx")`` and ``proton-profile plugins`` honest:
-users see that NVTX ranges are not bridged yet instead of "unknown hook".
+A session started with ``nvtx=True`` (the default) turns NVTX ranges into scopes while it is
+open; ``PROTON_ENABLE_NVTX=0`` keeps them out of every session.  Each range's host wall time is
+recorded as ``cpu_time (ns)`` where asked (``PROTON_NVTX_CPU_TIME=1``) and, by default, when the
+session's backend sees no device (the host backend): there a range would otherwise leave no trace.
 """
 
+from __future__ import annotations
+
+import os
+
 from proton_core import hookimpl
-from proton_core.plugin_api import ProtonError
+from proton_core.plugin_api import (
+    add_cpu_time_at,
+    add_scope_event,
+    native_context_setters,
+    open_sessions,
+    register_context_ids,
+    register_internal_path,
+    warn,
+)
 
-REASON = ("the nvtx plugin is not implemented yet: NVTX ranges do not become scopes; "
-          "use proton.scope() for now")
+from . import bridge, injection
+
+FIRST_ID = 1 << 40  # the injection library's ids (kFirstId)
+_warned: set[str] = set()
+_probed: list = []  # libraries are probed once per process, before the first session turns ranges on
 
 
-def _unavailable():
-    raise ProtonError(f"hook 'nvtx' cannot run: {REASON}")
+def _native():
+    from . import _inject
+
+    return _inject
+
+
+def _flag(name: str, default: str) -> str:
+    return os.environ.get(name, default).strip().lower()
+
+
+def cpu_time_wanted(sessions) -> bool:
+    value = _flag("PROTON_NVTX_CPU_TIME", "auto")
+    if value in ("1", "true", "yes", "on"):
+        return True
+    if value in ("0", "false", "no", "off"):
+        return False
+    return any(not s.backend_state.device_type for s in sessions)
+
+
+def _warn_once(key: str, message: str) -> None:
+    if key not in _warned:
+        _warned.add(key)
+        warn(message)
+
+
+def configure() -> None:
+    """Match the injection library to the open sessions (called at each start and finalize)."""
+    native = _native()
+    sessions = [s for s in open_sessions() if s.nvtx]
+    on = bool(sessions) and injection.enabled_by_env()
+    native.set_channels(native_context_setters() if on else [])
+    native.configure(on, cpu_time_wanted(sessions), _flag("PROTON_NVTX_DOMAIN_PREFIX", "1") not in ("0", "false"))
+
+
+def _check_injection() -> None:
+    """One line when NVTX ranges cannot reach Proton, saying how to fix it."""
+    state = injection.STATUS["state"]
+    if state == "other":
+        _warn_once("other", f"NVTX ranges will not become scopes: NVTX_INJECTION64_PATH already names another "
+                            f"tool ({injection.STATUS['other']}); unset it to let Proton see them")
+    elif state == "missing":
+        _warn_once("missing", "NVTX ranges will not become scopes: the nvtx plugin's injection library is "
+                              "missing; reinstall proton-profiler-nvtx")
+    elif state == "off":
+        return
+    elif not _probed:
+        _probed.append(True)
+        for library, probe in _probes():
+            if not probe():
+                _warn_once(f"late:{library}", f"NVTX ranges from {library} will not become scopes: it made its first "
+                                              "NVTX call before Proton was imported; import proton_core (or start "
+                                              "Proton) earlier, or run the program under proton-profile")
+
+
+def _probes():
+    """(library, check) for NVTX-using Python libraries already imported: does a range of theirs reach us?"""
+    import sys
+
+    native = _native()
+
+    def reaches(push, pop):
+        def check():
+            native.probe(True)  # ranges are off here: counted, never recorded
+            try:
+                push()
+                pop()
+            except Exception:  # noqa: BLE001 - a library that cannot push (a CPU build) is not probed
+                return True
+            finally:
+                seen = native.stats()["probe_hits"] > 0
+                native.probe(False)
+            return seen
+        return check
+
+    torch = sys.modules.get("torch")
+    if torch is not None and getattr(getattr(torch, "cuda", None), "is_available", lambda: False)():
+        nv = torch.cuda.nvtx
+        yield "torch.cuda.nvtx", reaches(lambda: nv.range_push("proton-probe"), nv.range_pop)
+    nvtx = sys.modules.get("nvtx")
+    if nvtx is not None and hasattr(nvtx, "push_range"):
+        yield "the nvtx package", reaches(lambda: nvtx.push_range("proton-probe"), nvtx.pop_range)
+
+
+def drain() -> None:
+    """Native ranges' host time and the Start/End ranges and marks, into the active sessions."""
+    metrics, events = _native().take()
+    for ctx, _count, ns in metrics:
+        add_cpu_time_at(ctx, ns)
+    for ctx, name, tid, start, end in events:
+        add_scope_event(ctx, name, tid, start, end)
 
 
 @hookimpl
-def proton_register_contexts(register):
-    register("nvtx", _unavailable, description="NVTX ranges as scopes (not implemented yet)")
+def proton_session_started(session):
+    if not session.nvtx or not injection.enabled_by_env():
+        return
+    native = _native()
+    native.set_bridge(bridge.push, bridge.pop)
+    register_context_ids(FIRST_ID, native.resolve)
+    if not any(s.nvtx for s in open_sessions() if s is not session):
+        native.configure(False, False, True)
+        _check_injection()  # while ranges are off: the probes record nothing
+    configure()
+
+
+@hookimpl
+def proton_session_finalizing(session):
+    if session.nvtx:
+        drain()
+    stats = _native().stats()
+    if stats["unbalanced_pops"] or bridge.MISNESTED["count"]:
+        _warn_once("unbalanced", f"NVTX: {stats['unbalanced_pops']} pops without a matching push and "
+                                 f"{bridge.MISNESTED['count']} pops with a proton scope still open inside were "
+                                 "ignored (nothing recorded was lost)")
+
+
+@hookimpl
+def proton_session_finalized(session, paths):
+    configure()
+
+
+register_internal_path(os.path.dirname(os.path.abspath(__file__)) + os.sep)

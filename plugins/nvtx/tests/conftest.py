@@ -1,0 +1,45 @@
+"""Builds the native NVTX client (tests/native/nvtx_client.c) once per run."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import shutil
+import subprocess
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+@pytest.fixture(scope="session")
+def client(tmp_path_factory):
+    """The native client library, attached to Proton's injection library (ctypes handle)."""
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        pytest.skip("no C compiler (cc) to build the native NVTX client")
+    out = str(tmp_path_factory.mktemp("nvtx_client") / "libnvtx_client.so")
+    subprocess.run([cc, "-shared", "-fPIC", "-O2", "-o", out, os.path.join(HERE, "native", "nvtx_client.c"),
+                    "-lpthread", "-ldl"], check=True)
+    lib = ctypes.CDLL(out)
+    lib.client_push.argtypes = [ctypes.c_char_p]
+    lib.client_push_w.argtypes = [ctypes.c_wchar_p]
+    lib.client_domain.restype = ctypes.c_void_p
+    lib.client_domain.argtypes = [ctypes.c_char_p]
+    lib.client_domain_push.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
+    lib.client_domain_pop.argtypes = [ctypes.c_void_p]
+    lib.client_start.restype = ctypes.c_uint64
+    lib.client_start.argtypes = [ctypes.c_char_p]
+    lib.client_end.argtypes = [ctypes.c_uint64]
+    lib.client_mark.argtypes = [ctypes.c_char_p]
+    lib.client_innermost_seen.restype = ctypes.c_uint64
+    lib.client_run_thread.argtypes = [ctypes.POINTER(ctypes.c_char_p), ctypes.c_int, ctypes.c_int, ctypes.c_int,
+                                      ctypes.c_uint64]
+    assert lib.client_init() == 1, "the injection library did not attach (NVTX_INJECTION64_PATH?)"
+    return lib
+
+
+def run_thread(lib, names, iterations=1, extra_pops=0, start_ctx=0):
+    """Push ``names`` nested, ``iterations`` times, on a pthread that never holds the GIL."""
+    arr = (ctypes.c_char_p * len(names))(*[n.encode() for n in names])
+    assert lib.client_run_thread(arr, len(names), iterations, extra_pops, start_ctx) == 0
