@@ -17,6 +17,7 @@ Context sources
     framework hook shared by sessions, :func:`register_internal_path` to hide
     a plugin's own frames from python-context paths.
 Native scope sources (scopes opened by native code on threads without the GIL)
+    :func:`open_scope`/:func:`close_scope` (the least-cost scope, for per-event hooks),
     :func:`register_context_ids` (ids a plugin interns itself),
     :func:`native_context_setters` (the running backends' C setters, capsules
     named ``proton.native_context.v1``), :func:`innermost_scope`, :func:`context_names`,
@@ -42,7 +43,7 @@ from .data.tree import Node as TreeNode
 from .errors import BackendUnavailable, PluginError, ProtonError
 from .log import warn
 from .plugins import hookimpl
-from .scope import enter_scope, exit_scope
+from .scope import close_unchecked, enter_scope, exit_scope, open_unchecked
 from .session import ACTIVITY, Session
 from .shared_install import SharedInstall
 
@@ -56,7 +57,8 @@ __all__ = [
     "open_scopes", "current_op", "thread_state",
     "SharedInstall", "register_internal_path", "is_internal", "capture_frames",
     # native scope sources
-    "register_context_ids", "native_context_setters", "innermost_scope", "context_names", "add_cpu_time_here", "add_cpu_time_at",
+    "register_context_ids", "native_context_setters", "innermost_scope", "context_names", "open_scope",
+    "close_scope", "add_cpu_time_here", "add_cpu_time_at",
     "add_scope_event", "open_sessions", "NATIVE_CONTEXT_CAPSULE",
     # data and sessions
     "Profile", "Tree", "TreeNode", "Trace", "KernelEvent", "ScopeEvent", "Session",
@@ -126,6 +128,20 @@ def context_names(context_id: int) -> list[str]:
 def innermost_scope() -> int:
     """The context id of the innermost scope open on the calling thread (0: none)."""
     return THREAD.stack[-1][0] if THREAD.stack else 0
+
+
+def open_scope(name: str) -> int:
+    """Open scope ``name`` on the calling thread at the least cost, for per-event hooks (NVTX ranges)
+    that run only while a session is open; return its context id.  Unlike :func:`enter_scope`, nothing
+    is checked (``name`` must be a non-empty ``str``) and the scope opens even while every session is
+    deactivated (it then records nothing), so a later ``activate`` finds the right nesting."""
+    return open_unchecked(name)
+
+
+def close_scope(context_id: int) -> bool:
+    """Close the calling thread's innermost scope if it is ``context_id`` (from :func:`open_scope`);
+    False, closing nothing, if another scope is innermost."""
+    return close_unchecked(context_id)
 
 
 def _cpu_time():

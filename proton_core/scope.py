@@ -63,6 +63,44 @@ def _push(name: str, ids: dict | None = None) -> int:
     return ctx
 
 
+_INDEX = TREE._index  # (parent, kind, name) -> id: read directly on the per-event paths
+
+
+def open_unchecked(name: str) -> int:
+    """``_push`` for per-event hooks: a profiling session is on and ``name`` is a non-empty str."""
+    t = THREAD
+    stack = t.stack
+    parent = stack[-1][0] if stack else ROOT_ID
+    ctx = _INDEX.get((parent, SCOPE, name)) or TREE.child(parent, SCOPE, name)
+    stack.append((ctx, name, _now_ns()))
+    if t.state is None and t.op is None:
+        t.current = ctx
+        for setter in MANAGER.setters:
+            setter(ctx)
+    else:
+        _publish(t, ctx)
+    return ctx
+
+
+def close_unchecked(ctx: int) -> bool:
+    """``_pop`` for per-event hooks: close the innermost scope if it is ``ctx``; False if it is not."""
+    t = THREAD
+    stack = t.stack
+    if not stack or stack[-1][0] != ctx:
+        return False
+    if MANAGER.tracing:
+        _record_trace(stack[-1][1], stack[-1][2])
+    stack.pop()
+    parent = stack[-1][0] if stack else ROOT_ID
+    if t.state is None and t.op is None:
+        t.current = parent
+        for setter in MANAGER.setters:
+            setter(parent)
+    else:
+        _publish(t, parent)
+    return True
+
+
 def _mismatch(name: str, top: str):
     raise ProtonError(
         f"exit_scope({name!r}) does not match the innermost open scope {top!r}: exit scopes in reverse order"

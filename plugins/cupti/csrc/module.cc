@@ -55,6 +55,15 @@ PyObject* set_context_fast(PyObject*, PyObject* arg) {
 PyMethodDef set_context_def = {"set_context", set_context_fast, METH_O,
                                "set_context(ctx): the calling thread's core context id is now ctx"};
 
+// For native scope sources (the nvtx plugin): set and read the calling thread's context
+// from C, on threads that never hold the GIL (proton_core.plugin_api.NATIVE_CONTEXT_CAPSULE).
+struct NativeContext {
+  uint32_t version;
+  void (*set)(uint64_t);
+  uint64_t (*get)();
+};
+NativeContext native_context{1, &Recorder::set_context, &Recorder::context};
+
 }  // namespace
 
 PYBIND11_MODULE(_cupti, m) {
@@ -81,6 +90,7 @@ PYBIND11_MODULE(_cupti, m) {
       py::arg("internal_files") = std::vector<std::string>{});
   m.def("set_epoch", [](uint32_t epoch) { recorder().set_epoch(epoch); });
   m.add_object("set_context", py::reinterpret_steal<py::object>(PyCFunction_NewEx(&set_context_def, nullptr, nullptr)));
+  m.add_object("native_context", py::capsule(&native_context, "proton.native_context.v1"));
   m.def("flush", [] { return flush_all(true); },
         "(nodes, records, events, dropped, device ids) recorded since the last flush");
   m.def("reattach_if_due", &reattach_if_due, py::arg("min_records"), py::call_guard<py::gil_scoped_release>(),

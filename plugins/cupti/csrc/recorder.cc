@@ -73,6 +73,7 @@ Recorder::Recorder() : slots_(new Slot[kSlots]) {
 }
 
 void Recorder::set_context(uint64_t ctx) { tls.ctx = ctx; }
+uint64_t Recorder::context() { return tls.ctx; }
 
 void Recorder::reset() {
   std::lock_guard<std::mutex> t(trie_mu_);

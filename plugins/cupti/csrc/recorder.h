@@ -93,6 +93,7 @@ class Recorder {
                  std::vector<std::string> internal_files);
   void set_epoch(uint32_t epoch) { epoch_.store(epoch, std::memory_order_release); }
   static void set_context(uint64_t ctx);
+  static uint64_t context();  // the calling thread's, as last set
 
   // ---- hot path: a launch API entered on the calling thread ----
   inline void on_launch(uint32_t corr) {

@@ -60,7 +60,8 @@ NativeContext g_channels[kMaxChannels];
 std::atomic<int> g_nchannels{0};
 
 PyObject* g_py_push = nullptr;  // proton_nvtx.bridge.push(name) -> context id or -1
-PyObject* g_py_pop = nullptr;   // proton_nvtx.bridge.pop(context id, cpu_ns or -1)
+PyObject* g_py_pop = nullptr;   // proton_nvtx.bridge.pop(context id) -> False if misnested
+std::atomic<uint64_t> g_misnested{0};
 
 uint64_t now_ns() {
   timespec ts;
@@ -236,6 +237,24 @@ uint64_t current_context() {
   return backend_context();
 }
 
+// Names as Python strings, made once (touched only with the GIL held); bounded.
+std::unordered_map<std::string, PyObject*> g_py_names;
+
+// A new reference to the name's string (cached: the first 100 000 distinct names are kept).
+PyObject* python_name(const std::string& name) {
+  auto it = g_py_names.find(name);
+  if (it != g_py_names.end()) {
+    Py_INCREF(it->second);
+    return it->second;
+  }
+  PyObject* s = PyUnicode_DecodeUTF8(name.data(), Py_ssize_t(name.size()), "replace");
+  if (s != nullptr && g_py_names.size() < 100000) {
+    Py_INCREF(s);
+    g_py_names.emplace(name, s);
+  }
+  return s;
+}
+
 // ----------------------------------------------------------- push / pop ----
 bool off() {
   if (g_on.load(std::memory_order_relaxed)) return false;
@@ -249,7 +268,7 @@ int push(const void* domain, std::string name) {
   auto& ranges = t_stack.ranges;
   uint64_t start = g_cpu_time.load(std::memory_order_relaxed) ? now_ns() : 0;
   if (holds_gil() && g_py_push != nullptr) {
-    PyObject* s = PyUnicode_DecodeUTF8(name.data(), Py_ssize_t(name.size()), "replace");
+    PyObject* s = python_name(name);
     PyObject* r = s ? PyObject_CallOneArg(g_py_push, s) : nullptr;
     Py_XDECREF(s);
     long ctx = r ? PyLong_AsLong(r) : -1;
@@ -281,24 +300,28 @@ int pop(const void* domain, bool match_domain) {
   int64_t ns = r.start != 0 ? int64_t(now_ns() - r.start) : -1;
   if (r.kind == kPython && python_alive()) {
     // Pushed holding the GIL; a pop without it (rare: a C++ region in between) takes it.
-    PyGILState_STATE st = PyGILState_Ensure();
+    bool held = PyGILState_Check();
+    PyGILState_STATE st = held ? PyGILState_UNLOCKED : PyGILState_Ensure();
     if (g_py_pop != nullptr) {
-      PyObject* res = PyObject_CallFunction(g_py_pop, "KL", (unsigned long long)r.ctx, (long long)ns);
+      PyObject* arg = PyLong_FromUnsignedLongLong(r.ctx);
+      PyObject* res = arg ? PyObject_CallOneArg(g_py_pop, arg) : nullptr;
+      Py_XDECREF(arg);
+      if (res == Py_False) g_misnested.fetch_add(1, std::memory_order_relaxed);
       Py_XDECREF(res);
       if (PyErr_Occurred()) {
         PyErr_Clear();
         g_python_errors.fetch_add(1, std::memory_order_relaxed);
       }
     }
-    PyGILState_Release(st);
+    if (!held) PyGILState_Release(st);
   } else if (r.kind == kNative) {
-    if (ns >= 0) {
-      std::lock_guard<std::mutex> g(g_metrics_mu);
-      auto& m = g_metrics[r.ctx];
-      m.first += 1;
-      m.second += uint64_t(ns);
-    }
     publish(r.prev);
+  }
+  if (ns >= 0 && r.kind != kSkipped) {
+    std::lock_guard<std::mutex> g(g_metrics_mu);
+    auto& m = g_metrics[r.ctx];
+    m.first += 1;
+    m.second += uint64_t(ns);
   }
   return int(ranges.size());
 }
@@ -454,8 +477,9 @@ PyObject* py_take(PyObject*, PyObject*) {
 }
 
 PyObject* py_stats(PyObject*, PyObject*) {
-  return Py_BuildValue("{s:i,s:K,s:K,s:K,s:K,s:n}", "injections", g_inits.load(), "probe_hits",
-                       (unsigned long long)g_probe_hits.load(), "unbalanced_pops",
+  return Py_BuildValue("{s:i,s:K,s:K,s:K,s:K,s:K,s:n}", "injections", g_inits.load(), "probe_hits",
+                       (unsigned long long)g_probe_hits.load(), "misnested_pops",
+                       (unsigned long long)g_misnested.load(), "unbalanced_pops",
                        (unsigned long long)g_unbalanced.load(), "python_errors",
                        (unsigned long long)g_python_errors.load(), "native_pushes",
                        (unsigned long long)g_native_pushes.load(), "open_ranges_this_thread",
@@ -464,6 +488,7 @@ PyObject* py_stats(PyObject*, PyObject*) {
 
 PyObject* py_reset_stats(PyObject*, PyObject*) {
   g_unbalanced.store(0);
+  g_misnested.store(0);
   g_python_errors.store(0);
   g_native_pushes.store(0);
   Py_RETURN_NONE;

@@ -76,6 +76,8 @@ class CuptiBackend(Backend):
         self._started = False
         self._reattach, self._unobserved, self._untimed_seen = REATTACH_DEFAULT, 0, 0
         self.context_setter = self.native.set_context  # called by the scope hot path directly
+        # Native scope sources (NVTX ranges on threads without the GIL) set contexts through this.
+        self.native_context = getattr(self.native, "native_context", None)
 
     def start(self, mode):
         self._reattach = reattach_records()

@@ -138,9 +138,9 @@ def proton_session_finalizing(session):
     if session.nvtx:
         drain()
     stats = _native().stats()
-    if stats["unbalanced_pops"] or bridge.MISNESTED["count"]:
+    if stats["unbalanced_pops"] or stats["misnested_pops"]:
         _warn_once("unbalanced", f"NVTX: {stats['unbalanced_pops']} pops without a matching push and "
-                                 f"{bridge.MISNESTED['count']} pops with a proton scope still open inside were "
+                                 f"{stats['misnested_pops']} pops with a proton scope still open inside were "
                                  "ignored (nothing recorded was lost)")
 
 

@@ -84,3 +84,16 @@ int client_run_thread(const char** names, int depth, int iterations, int extra_p
   pthread_join(t, NULL);
   return 0;
 }
+
+/* n push+pop pairs on the calling thread; returns the nanoseconds they took (benchmarks). */
+#include <time.h>
+uint64_t client_loop(const char* name, int n) {
+  struct timespec a, b;
+  clock_gettime(CLOCK_MONOTONIC, &a);
+  for (int i = 0; i < n; ++i) {
+    client_push(name);
+    client_pop();
+  }
+  clock_gettime(CLOCK_MONOTONIC, &b);
+  return (uint64_t)(b.tv_sec - a.tv_sec) * 1000000000u + (uint64_t)(b.tv_nsec - a.tv_nsec);
+}
