@@ -35,6 +35,11 @@ done
 
 echo "== install"
 status=0
+# Wheels the GPU machine's image lacks (no package index there): carried in gpu_wheels/ (git-ignored;
+# fill it with `pip download --only-binary=:all: --python-version 3.12 --no-deps -d gpu_wheels nvtx`).
+if ls gpu_wheels/*.whl >/dev/null 2>&1; then
+  $PY -m pip install -q --no-deps gpu_wheels/*.whl >>"$OUT/install.log" 2>&1 && echo "installed $(ls gpu_wheels)"
+fi
 # proton-profiler-cupti with its test bindings (_test_launch_noop etc.), which the gpu tests
 # and probes drive; release wheels are built without them (PROTON_CUPTI_TESTING=OFF).
 export SKBUILD_CMAKE_DEFINE="${SKBUILD_CMAKE_DEFINE:+$SKBUILD_CMAKE_DEFINE;}PROTON_CUPTI_TESTING=ON"
@@ -57,6 +62,11 @@ if [ $TESTS -eq 1 ]; then
   export PROTON_GPU_FACTS="$OUT/gpu_facts.jsonl"
   $PY -m pytest -m gpu -v -rs "${args[@]}" 2>&1 | tee "$OUT/gpu_tests.log"
   status=${PIPESTATUS[0]}
+fi
+
+if [ $BENCH -eq 1 ] || [ "${PROTON_NVTX_COST:-0}" = 1 ]; then
+  echo "== nvtx push+pop cost"
+  for b in host cupti; do $PY benchmarks/nvtx_cost.py --backend $b 2>&1 | tee -a "$OUT/nvtx_cost.log"; done
 fi
 
 if [ $PROBES -eq 1 ]; then
