@@ -130,18 +130,15 @@ def innermost_scope() -> int:
     return THREAD.stack[-1][0] if THREAD.stack else 0
 
 
-def open_scope(name: str) -> int:
-    """Open scope ``name`` on the calling thread at the least cost, for per-event hooks (NVTX ranges)
-    that run only while a session is open; return its context id.  Unlike :func:`enter_scope`, nothing
-    is checked (``name`` must be a non-empty ``str``) and the scope opens even while every session is
-    deactivated (it then records nothing), so a later ``activate`` finds the right nesting."""
-    return open_unchecked(name)
+#: open_scope(name) -> context id: open scope ``name`` on the calling thread at the least cost, for
+#: per-event hooks (NVTX ranges) that run only while a session is open.  Unlike :func:`enter_scope`,
+#: nothing is checked (``name`` must be a non-empty ``str``) and the scope opens even while every
+#: session is deactivated (it then records nothing), so a later ``activate`` finds the right nesting.
+open_scope = open_unchecked
 
-
-def close_scope(context_id: int) -> bool:
-    """Close the calling thread's innermost scope if it is ``context_id`` (from :func:`open_scope`);
-    False, closing nothing, if another scope is innermost."""
-    return close_unchecked(context_id)
+#: close_scope(context_id) -> bool: close the calling thread's innermost scope if it is
+#: ``context_id`` (from :func:`open_scope`); False, closing nothing, if another scope is innermost.
+close_scope = close_unchecked
 
 
 def _cpu_time():

@@ -71,9 +71,10 @@ def open_unchecked(name: str) -> int:
     t = THREAD
     stack = t.stack
     parent = stack[-1][0] if stack else ROOT_ID
+    plain = t.current == parent  # no state or op on top (they would make current another id): one read
     ctx = _INDEX.get((parent, SCOPE, name)) or TREE.child(parent, SCOPE, name)
     stack.append((ctx, name, _now_ns()))
-    if t.state is None and t.op is None:
+    if plain:
         t.current = ctx
         for setter in MANAGER.setters:
             setter(ctx)
@@ -90,9 +91,10 @@ def close_unchecked(ctx: int) -> bool:
         return False
     if MANAGER.tracing:
         _record_trace(stack[-1][1], stack[-1][2])
+    plain = t.current == ctx
     stack.pop()
     parent = stack[-1][0] if stack else ROOT_ID
-    if t.state is None and t.op is None:
+    if plain:
         t.current = parent
         for setter in MANAGER.setters:
             setter(parent)
