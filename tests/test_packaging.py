@@ -135,7 +135,7 @@ def test_wheels_carry_license_py_typed_and_a_manylinux_tag(built):
         assert f"{package}/py.typed" in names, wheel.name
         assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names), wheel.name
         assert "License-Expression: MIT" in meta and "Project-URL: Source, " in meta, wheel.name
-        if dist == "proton_profiler_cupti":
+        if dist in ("proton_profiler_cupti", "proton_profiler_nvtx"):  # native code
             assert "-manylinux_" in wheel.name, wheel.name
 
 

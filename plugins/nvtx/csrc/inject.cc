@@ -129,7 +129,26 @@ std::string from_wide(const wchar_t* s) {
   return out;
 }
 
-std::string finish(std::string name) { return name.empty() ? std::string("<empty>") : name; }
+std::atomic<bool> g_keep_ids{false};  // PROTON_NVTX_KEEP_IDS=1
+
+// torch.autograd.profiler.emit_nvtx names every op call apart ("aten::linear, seq = 12, op_id = 225"):
+// those counters are cut so calls of one op aggregate in one node (their shapes, if recorded, stay).
+void strip_call_ids(std::string& name) {
+  for (const char* tag : {", seq = ", ", op_id = "}) {
+    size_t at = name.find(tag);
+    while (at != std::string::npos) {
+      size_t end = at + std::strlen(tag);
+      while (end < name.size() && name[end] >= '0' && name[end] <= '9') ++end;
+      name.erase(at, end - at);
+      at = name.find(tag, at);
+    }
+  }
+}
+
+std::string finish(std::string name) {
+  if (!g_keep_ids.load(std::memory_order_relaxed) && name.find(" = ") != std::string::npos) strip_call_ids(name);
+  return name.empty() ? std::string("<empty>") : name;
+}
 
 struct Domain {
   std::string prefix;  // "name::"
@@ -389,9 +408,11 @@ void fill(FunctionTable table, unsigned size, unsigned slot, F fn) {
 
 // ------------------------------------------------------------ Python API ----
 PyObject* py_configure(PyObject*, PyObject* args, PyObject* kwargs) {
-  static const char* kw[] = {"on", "cpu_time", "domain_prefix", nullptr};
-  int on = 0, cpu = 0, prefix = 1;
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "ppp", const_cast<char**>(kw), &on, &cpu, &prefix)) return nullptr;
+  static const char* kw[] = {"on", "cpu_time", "domain_prefix", "keep_ids", nullptr};
+  int on = 0, cpu = 0, prefix = 1, keep = 0;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "ppp|p", const_cast<char**>(kw), &on, &cpu, &prefix, &keep))
+    return nullptr;
+  g_keep_ids.store(keep != 0);
   g_cpu_time.store(cpu != 0);
   g_prefix.store(prefix != 0);
   g_on.store(on != 0);
@@ -496,7 +517,7 @@ PyObject* py_reset_stats(PyObject*, PyObject*) {
 
 PyMethodDef kMethods[] = {
     {"configure", reinterpret_cast<PyCFunction>(py_configure), METH_VARARGS | METH_KEYWORDS,
-     "configure(on, cpu_time, domain_prefix): what pushes do from now on"},
+     "configure(on, cpu_time, domain_prefix, keep_ids=False): what pushes do from now on"},
     {"set_bridge", py_set_bridge, METH_VARARGS, "set_bridge(push, pop): the Python side of GIL-holding threads"},
     {"probe", py_probe, METH_O, "probe(on): count pushes that reach us while off (stats()['probe_hits'])"},
     {"set_channels", py_set_channels, METH_O,

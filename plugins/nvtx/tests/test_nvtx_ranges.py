@@ -77,6 +77,25 @@ def test_domains_are_a_prefix_that_can_be_turned_off(tmp_path, fake, monkeypatch
     assert child(load_profile(str(tmp_path / "e.hatchet"))[0], "op", "k")["metrics"]["count"] == 1
 
 
+def test_emit_nvtx_call_counters_are_cut_so_calls_aggregate(tmp_path, fake, monkeypatch):
+    proton.start(str(tmp_path / "o"), backend="fake")
+    for op_id in (225, 226, 227):
+        with nvtx.annotate(f"aten::linear, seq = {op_id - 200}, op_id = {op_id}"):
+            fake.launch("gemm")
+    with nvtx.annotate("aten::add, op_id = 9, sizes = [[8, 128]]"):
+        fake.launch("add")
+    proton.finalize()
+    root = load_profile(str(tmp_path / "o.hatchet"))[0]
+    assert child(root, "aten::linear", "gemm")["metrics"]["count"] == 3
+    assert child(root, "aten::add, sizes = [[8, 128]]", "add")["metrics"]["count"] == 1
+    monkeypatch.setenv("PROTON_NVTX_KEEP_IDS", "1")
+    proton.start(str(tmp_path / "k"), backend="fake")
+    with nvtx.annotate("aten::linear, op_id = 5"):
+        fake.launch("gemm")
+    proton.finalize()
+    assert child(load_profile(str(tmp_path / "k.hatchet"))[0], "aten::linear, op_id = 5", "gemm")
+
+
 def test_a_session_started_with_nvtx_false_sees_no_ranges(tmp_path, fake):
     proton.start(str(tmp_path / "n"), backend="fake", nvtx=False)
     with nvtx.annotate("hidden"):

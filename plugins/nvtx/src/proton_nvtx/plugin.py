@@ -59,7 +59,8 @@ def configure() -> None:
     sessions = [s for s in open_sessions() if s.nvtx]
     on = bool(sessions) and injection.enabled_by_env()
     native.set_channels(native_context_setters() if on else [])
-    native.configure(on, cpu_time_wanted(sessions), _flag("PROTON_NVTX_DOMAIN_PREFIX", "1") not in ("0", "false"))
+    native.configure(on, cpu_time_wanted(sessions), _flag("PROTON_NVTX_DOMAIN_PREFIX", "1") not in ("0", "false"),
+                     _flag("PROTON_NVTX_KEEP_IDS", "0") in ("1", "true", "yes", "on"))
 
 
 def _check_injection() -> None:
@@ -149,4 +150,14 @@ def proton_session_finalized(session, paths):
     configure()
 
 
+def _after_fork_in_child() -> None:
+    """A forked child has none of its parent's sessions: its ranges are not recorded (docs: forks)."""
+    try:
+        _native().configure(False, False, True)
+        _native().set_channels([])
+    except ImportError:
+        pass
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 register_internal_path(os.path.dirname(os.path.abspath(__file__)) + os.sep)
