@@ -274,6 +274,122 @@ PyObject* python_name(const std::string& name) {
   return s;
 }
 
+// The core's scope stack, driven from C with the GIL held (plugin_api.scope_stack_protocol, v1):
+// the steps of open_scope/close_scope without two calls into Python per range.  Whatever is not
+// the plain case (a state or op on top, tracing sessions) goes to those Python functions.
+struct Core {
+  PyObject* thread = nullptr;   // threading.local: .stack, .current
+  PyObject* index = nullptr;    // dict (parent, "scope", name) -> id
+  PyObject* child = nullptr;    // TREE.child(parent, kind, name) -> id
+  PyObject* kind = nullptr;     // "scope"
+  PyObject* manager = nullptr;  // .setters, .tracing
+  PyObject* s_stack = nullptr;
+  PyObject* s_current = nullptr;
+  PyObject* s_setters = nullptr;
+  PyObject* s_tracing = nullptr;
+  PyObject* zero = nullptr;
+} g_core;
+
+// The calling thread's dict of the core's threading.local (created on first touch, stable for the
+// thread's life): one lookup per thread instead of a threading.local access per attribute.
+thread_local PyObject* t_dict = nullptr;
+
+PyObject* thread_dict() {
+  if (t_dict == nullptr) t_dict = PyObject_GetAttrString(g_core.thread, "__dict__");  // kept: the thread's
+  return t_dict;
+}
+
+bool call_setters(PyObject* ctx) {
+  PyObject* setters = PyObject_GetAttr(g_core.manager, g_core.s_setters);
+  if (setters == nullptr || !PyTuple_Check(setters)) {
+    Py_XDECREF(setters);
+    return false;
+  }
+  bool ok = true;
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(setters) && ok; ++i) {
+    PyObject* r = PyObject_CallOneArg(PyTuple_GET_ITEM(setters, i), ctx);
+    ok = r != nullptr;
+    Py_XDECREF(r);
+  }
+  Py_DECREF(setters);
+  return ok;
+}
+
+// The top entry's id of a stack list (borrowed), or zero.
+PyObject* top_id(PyObject* stack) {
+  Py_ssize_t n = PyList_GET_SIZE(stack);
+  if (n == 0) return g_core.zero;
+  PyObject* top = PyList_GET_ITEM(stack, n - 1);
+  return PyTuple_Check(top) && PyTuple_GET_SIZE(top) > 0 ? PyTuple_GET_ITEM(top, 0) : nullptr;
+}
+
+// Open: the new id (new reference), nullptr with no error set = not the plain case, or an error.
+PyObject* fast_open(PyObject* name) {
+  PyObject* d = thread_dict();
+  PyObject* stack = d ? PyDict_GetItemWithError(d, g_core.s_stack) : nullptr;
+  if (stack == nullptr || !PyList_Check(stack)) return nullptr;
+  Py_INCREF(stack);
+  PyObject* result = nullptr;
+  PyObject* parent = top_id(stack);
+  PyObject* current = parent ? PyDict_GetItemWithError(d, g_core.s_current) : nullptr;
+  int plain = current ? PyObject_RichCompareBool(current, parent, Py_EQ) : -1;
+  if (plain == 1) {
+    PyObject* key = PyTuple_Pack(3, parent, g_core.kind, name);
+    PyObject* ctx = key ? PyDict_GetItemWithError(g_core.index, key) : nullptr;
+    if (ctx != nullptr) {
+      Py_INCREF(ctx);
+    } else if (!PyErr_Occurred()) {
+      ctx = PyObject_CallFunctionObjArgs(g_core.child, parent, g_core.kind, name, nullptr);
+    }
+    Py_XDECREF(key);
+    PyObject* now = ctx ? PyLong_FromUnsignedLongLong(now_ns()) : nullptr;
+    PyObject* entry = now ? PyTuple_Pack(3, ctx, name, now) : nullptr;
+    Py_XDECREF(now);
+    if (entry != nullptr && PyList_Append(stack, entry) == 0 && PyDict_SetItem(d, g_core.s_current, ctx) == 0 &&
+        call_setters(ctx)) {
+      result = ctx;
+      ctx = nullptr;
+    }
+    Py_XDECREF(entry);
+    Py_XDECREF(ctx);
+  }
+  Py_DECREF(stack);
+  return result;
+}
+
+// Close: 1 done, 0 not the plain case (nothing changed), -1 an error.
+int fast_close(uint64_t id) {
+  PyObject* tracing = PyObject_GetAttr(g_core.manager, g_core.s_tracing);
+  if (tracing == nullptr) return -1;
+  bool traced = !PyTuple_Check(tracing) || PyTuple_GET_SIZE(tracing) > 0;
+  Py_DECREF(tracing);
+  if (traced) return 0;
+  PyObject* d = thread_dict();
+  PyObject* stack = d ? PyDict_GetItemWithError(d, g_core.s_stack) : nullptr;
+  if (stack == nullptr || !PyList_Check(stack)) return PyErr_Occurred() ? -1 : 0;
+  Py_INCREF(stack);
+  int done = 0;
+  Py_ssize_t n = PyList_GET_SIZE(stack);
+  PyObject* top = n ? top_id(stack) : nullptr;
+  if (top != nullptr && PyLong_AsUnsignedLongLong(top) == id) {
+    Py_INCREF(top);
+    PyObject* current = PyDict_GetItemWithError(d, g_core.s_current);
+    int plain = current ? PyObject_RichCompareBool(current, top, Py_EQ) : -1;
+    Py_DECREF(top);
+    if (plain == 1 && PyList_SetSlice(stack, n - 1, n, nullptr) == 0) {
+      PyObject* parent = top_id(stack);
+      Py_XINCREF(parent);
+      done = parent && PyDict_SetItem(d, g_core.s_current, parent) == 0 && call_setters(parent) ? 1 : -1;
+      Py_XDECREF(parent);
+    } else if (plain < 0) {
+      done = -1;
+    }
+  }
+  if (PyErr_Occurred()) PyErr_Clear();  // e.g. a top id that is not an int: the Python side decides
+  Py_DECREF(stack);
+  return done;
+}
+
 // ----------------------------------------------------------- push / pop ----
 bool off() {
   if (g_on.load(std::memory_order_relaxed)) return false;
@@ -288,7 +404,8 @@ int push(const void* domain, std::string name) {
   uint64_t start = g_cpu_time.load(std::memory_order_relaxed) ? now_ns() : 0;
   if (holds_gil() && g_py_push != nullptr) {
     PyObject* s = python_name(name);
-    PyObject* r = s ? PyObject_CallOneArg(g_py_push, s) : nullptr;
+    PyObject* r = s && g_core.thread ? fast_open(s) : nullptr;
+    if (r == nullptr && !PyErr_Occurred() && s != nullptr) r = PyObject_CallOneArg(g_py_push, s);
     Py_XDECREF(s);
     long ctx = r ? PyLong_AsLong(r) : -1;
     Py_XDECREF(r);
@@ -321,7 +438,9 @@ int pop(const void* domain, bool match_domain) {
     // Pushed holding the GIL; a pop without it (rare: a C++ region in between) takes it.
     bool held = PyGILState_Check();
     PyGILState_STATE st = held ? PyGILState_UNLOCKED : PyGILState_Ensure();
-    if (g_py_pop != nullptr) {
+    int fast = held && g_core.thread ? fast_close(r.ctx) : 0;
+    if (fast < 0 && PyErr_Occurred()) PyErr_Clear();
+    if (fast == 0 && g_py_pop != nullptr) {
       PyObject* arg = PyLong_FromUnsignedLongLong(r.ctx);
       PyObject* res = arg ? PyObject_CallOneArg(g_py_pop, arg) : nullptr;
       Py_XDECREF(arg);
@@ -420,8 +539,28 @@ PyObject* py_configure(PyObject*, PyObject* args, PyObject* kwargs) {
 }
 
 PyObject* py_set_bridge(PyObject*, PyObject* args) {
-  PyObject *push_fn, *pop_fn;
-  if (!PyArg_ParseTuple(args, "OO", &push_fn, &pop_fn)) return nullptr;
+  PyObject *push_fn, *pop_fn, *protocol = Py_None;
+  if (!PyArg_ParseTuple(args, "OO|O", &push_fn, &pop_fn, &protocol)) return nullptr;
+  // (1, thread, index, child, scope_kind, manager, open, close): plugin_api.scope_stack_protocol()
+  if (protocol != Py_None && PyTuple_Check(protocol) && PyTuple_GET_SIZE(protocol) >= 6 &&
+      PyLong_AsLong(PyTuple_GET_ITEM(protocol, 0)) == 1 && PyDict_Check(PyTuple_GET_ITEM(protocol, 2))) {
+    PyObject** slots[] = {&g_core.thread, &g_core.index, &g_core.child, &g_core.kind, &g_core.manager};
+    for (int i = 0; i < 5; ++i) {
+      PyObject* v = PyTuple_GET_ITEM(protocol, i + 1);
+      Py_INCREF(v);
+      Py_XSETREF(*slots[i], v);
+    }
+    if (g_core.s_stack == nullptr) {
+      g_core.s_stack = PyUnicode_InternFromString("stack");
+      g_core.s_current = PyUnicode_InternFromString("current");
+      g_core.s_setters = PyUnicode_InternFromString("setters");
+      g_core.s_tracing = PyUnicode_InternFromString("tracing");
+      g_core.zero = PyLong_FromLong(0);
+    }
+  } else if (protocol != Py_None) {
+    PyErr_Clear();
+    Py_CLEAR(g_core.thread);  // an unknown protocol: the Python functions do everything
+  }
   if (push_fn == Py_None) push_fn = nullptr;
   if (pop_fn == Py_None) pop_fn = nullptr;
   Py_XINCREF(push_fn);
@@ -518,7 +657,9 @@ PyObject* py_reset_stats(PyObject*, PyObject*) {
 PyMethodDef kMethods[] = {
     {"configure", reinterpret_cast<PyCFunction>(py_configure), METH_VARARGS | METH_KEYWORDS,
      "configure(on, cpu_time, domain_prefix, keep_ids=False): what pushes do from now on"},
-    {"set_bridge", py_set_bridge, METH_VARARGS, "set_bridge(push, pop): the Python side of GIL-holding threads"},
+    {"set_bridge", py_set_bridge, METH_VARARGS,
+     "set_bridge(push, pop, protocol=None): the Python side of GIL-holding threads; with the core's "
+     "scope_stack_protocol() the plain cases run in C"},
     {"probe", py_probe, METH_O, "probe(on): count pushes that reach us while off (stats()['probe_hits'])"},
     {"set_channels", py_set_channels, METH_O,
      "set_channels([capsule, ...]): the running backends' native context setters; returns how many"},

@@ -18,6 +18,7 @@ from proton_core.plugin_api import (
     open_sessions,
     register_context_ids,
     register_internal_path,
+    scope_stack_protocol,
     warn,
 )
 
@@ -126,7 +127,7 @@ def proton_session_started(session):
     if not session.nvtx or not injection.enabled_by_env():
         return
     native = _native()
-    native.set_bridge(bridge.push, bridge.pop)
+    native.set_bridge(bridge.push, bridge.pop, scope_stack_protocol())
     register_context_ids(FIRST_ID, native.resolve)
     if not any(s.nvtx for s in open_sessions() if s is not session):
         native.configure(False, False, True)
