@@ -58,6 +58,16 @@ def heap_mib() -> tuple[float, float]:
     return ((m.uordblks + m.hblkhd) / 2**20, m.fordblks / 2**20)
 
 
+def capture_graph(torch, x, nodes: int):
+    """A CUDA graph of ``nodes`` one-kernel ops on ``x`` (captured now, on the current stream)."""
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(nodes):
+            x.add_(1)
+    torch.cuda.synchronize()
+    return graph
+
+
 def kernel_counts(paths) -> list[tuple[int, int]]:
     """(direct noop kernels, graph kernels) found in each part file."""
     from proton_core.formats import hatchet
@@ -132,12 +142,7 @@ def main() -> int:
     name = os.path.join(args.out, "soak")
 
     def capture():
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            for _ in range(args.graph_nodes):
-                x.add_(1)
-        torch.cuda.synchronize()
-        return graph
+        return capture_graph(torch, x, args.graph_nodes)
 
     graph = None if args.capture_while_profiling else capture()
     sid = None if args.unprofiled else proton.start(name, backend="cupti", mode=f"periodic_flushing:poll={args.poll}")

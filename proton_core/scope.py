@@ -66,6 +66,16 @@ def _push(name: str, ids: dict | None = None) -> int:
 _INDEX = TREE._index  # (parent, kind, name) -> id: read directly on the per-event paths
 
 
+def _announce(t, innermost: int, plain: bool) -> None:
+    """``_publish`` when the caller already knows whether a state or op sits on top (``plain``: none)."""
+    if plain:
+        t.current = innermost
+        for setter in MANAGER.setters:
+            setter(innermost)
+    else:
+        _publish(t, innermost)
+
+
 def open_unchecked(name: str) -> int:
     """``_push`` for per-event hooks: a profiling session is on and ``name`` is a non-empty str."""
     t = THREAD
@@ -74,12 +84,7 @@ def open_unchecked(name: str) -> int:
     plain = t.current == parent  # no state or op on top (they would make current another id): one read
     ctx = _INDEX.get((parent, SCOPE, name)) or TREE.child(parent, SCOPE, name)
     stack.append((ctx, name, _now_ns()))
-    if plain:
-        t.current = ctx
-        for setter in MANAGER.setters:
-            setter(ctx)
-    else:
-        _publish(t, ctx)
+    _announce(t, ctx, plain)
     return ctx
 
 
@@ -93,13 +98,7 @@ def close_unchecked(ctx: int) -> bool:
         _record_trace(stack[-1][1], stack[-1][2])
     plain = t.current == ctx
     stack.pop()
-    parent = stack[-1][0] if stack else ROOT_ID
-    if plain:
-        t.current = parent
-        for setter in MANAGER.setters:
-            setter(parent)
-    else:
-        _publish(t, parent)
+    _announce(t, stack[-1][0] if stack else ROOT_ID, plain)
     return True
 
 

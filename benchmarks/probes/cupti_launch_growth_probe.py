@@ -50,15 +50,10 @@ def child(name: str, rounds: int) -> None:
     import torch
 
     from proton_cupti import _cupti
-    from soak import heap_mib, rss_mib
+    from soak import capture_graph, heap_mib, rss_mib
 
     profiler, config, replays, cycle = VARIANTS[name]
-    x = torch.zeros(1, device="cuda")
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for _ in range(1000):
-            x.add_(1)
-    torch.cuda.synchronize()
+    graph = capture_graph(torch, torch.zeros(1, device="cuda"), 1000)
     assert _cupti._test_launch_noop(1000) == ""
     tmp = tempfile.mkdtemp()
     start = stop = lambda: None  # noqa: E731

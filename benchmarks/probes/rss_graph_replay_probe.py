@@ -34,17 +34,14 @@ def rss_mib() -> float:
 def child(variant: str, replays: int) -> None:
     import torch
 
-    x = torch.zeros(1, device="cuda")
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for _ in range(1000):
-            x.add_(1)
-    torch.cuda.synchronize()
+    sys.path.insert(0, os.path.dirname(HERE))
+    from soak import capture_graph
+
+    graph = capture_graph(torch, torch.zeros(1, device="cuda"), 1000)
     tmp = tempfile.mkdtemp()
     flush = lambda: None  # noqa: E731
     stop = lambda: None  # noqa: E731
     if variant == "floor":
-        sys.path.insert(0, os.path.dirname(HERE))
         from floor.build import build, find_cupti
 
         sys.path.insert(0, build(os.path.join(tmp, "floor")))
