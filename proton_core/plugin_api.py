@@ -18,6 +18,8 @@ Context sources
     a plugin's own frames from python-context paths.
 Native scope sources (scopes opened by native code on threads without the GIL)
     :func:`open_scope`/:func:`close_scope` (the least-cost scope, for per-event hooks),
+    :func:`open_op`/:func:`close_op`, :func:`metric_name` and :func:`add_numbers_here` (the same for
+    per-launch ops and their metrics),
     :func:`register_context_ids` (ids a plugin interns itself),
     :func:`native_context_setters` (the running backends' C setters, capsules
     named ``proton.native_context.v1``), :func:`innermost_scope`, :func:`context_names`,
@@ -43,8 +45,8 @@ from .data.tree import Node as TreeNode
 from .errors import BackendUnavailable, PluginError, ProtonError
 from .log import warn
 from .plugins import hookimpl
-from .scope import close_unchecked, enter_scope, exit_scope, open_unchecked
-from .session import ACTIVITY, Session
+from .scope import close_op_unchecked, close_unchecked, enter_scope, exit_scope, open_op_unchecked, open_unchecked
+from .session import ACTIVITY, MANAGER, Session
 from .shared_install import SharedInstall
 
 __all__ = [
@@ -58,7 +60,7 @@ __all__ = [
     "SharedInstall", "register_internal_path", "is_internal", "capture_frames",
     # native scope sources
     "register_context_ids", "native_context_setters", "innermost_scope", "context_names", "open_scope",
-    "close_scope", "scope_stack_protocol", "add_cpu_time_here", "add_cpu_time_at",
+    "close_scope", "scope_stack_protocol", "open_op", "close_op", "metric_name", "add_numbers_here", "add_cpu_time_here", "add_cpu_time_at",
     "add_scope_event", "open_sessions", "NATIVE_CONTEXT_CAPSULE",
     # data and sessions
     "Profile", "Tree", "TreeNode", "Trace", "KernelEvent", "ScopeEvent", "Session",
@@ -112,8 +114,6 @@ def register_context_ids(first_id: int, resolve) -> None:
 
 def native_context_setters() -> list:
     """Capsules (:data:`NATIVE_CONTEXT_CAPSULE`) of the running backends that offer one."""
-    from .session import MANAGER
-
     with MANAGER.lock:
         return [c for c in (getattr(s.backend, "native_context", None) for s in MANAGER.running) if c is not None]
 
@@ -141,6 +141,27 @@ open_scope = open_unchecked
 close_scope = close_unchecked
 
 
+#: open_op(name) -> context id: ``enter_scope(name, triton_op=True)`` for per-launch hooks that
+#: run only while a session is active: no checks (``name`` a non-empty ``str``), no metrics.
+open_op = open_op_unchecked
+
+#: close_op(): ``exit_scope(triton_op=True)`` for per-launch hooks.
+close_op = close_op_unchecked
+
+
+def metric_name(key: str):
+    """``key`` parsed and checked as a metric name (cached; a bad one raises ProtonError saying why)."""
+    from .metrics import parse_name
+
+    return parse_name(key)
+
+
+#: add_numbers_here([(metric_name(key), value)]): add at the calling thread's context in every active
+#: session, at least cost; the values must already be non-negative finite ints or floats (tensors and
+#: anything else go through ``enter_scope(metrics=...)``).
+add_numbers_here = MANAGER.add_numbers_here
+
+
 def scope_stack_protocol():
     """What :func:`open_scope`/:func:`close_scope` touch, for a native source that performs exactly
     their steps itself, with the GIL held, to skip two Python calls per event (the nvtx plugin).
@@ -155,9 +176,8 @@ def scope_stack_protocol():
     """
     from .context import SCOPE as _SCOPE
     from .context import TREE as _TREE
-    from .session import MANAGER as _MANAGER
 
-    return (1, THREAD, _TREE._index, _TREE.child, _SCOPE, _MANAGER, open_scope, close_scope)
+    return (1, THREAD, _TREE._index, _TREE.child, _SCOPE, MANAGER, open_scope, close_scope)
 
 
 def _cpu_time():
@@ -169,16 +189,12 @@ def _cpu_time():
 def add_cpu_time_here(ns: int) -> None:
     """Add ``ns`` of host time to the calling thread's current scope, in every active session
     (``cpu_time (ns)``, the metric of ``cpu_timed_scope``)."""
-    from .session import MANAGER
-
     if MANAGER.active:
         MANAGER.add_metrics_here([(_cpu_time(), ns)])
 
 
 def add_cpu_time_at(context_id: int, ns: int) -> None:
     """As :func:`add_cpu_time_here`, at the scope ``context_id`` (from any Python thread)."""
-    from .session import MANAGER
-
     parsed = [(_cpu_time(), ns)]
     for session in MANAGER.active:
         session.add_metrics(session.base.spell_context(context_id), parsed)
@@ -187,8 +203,6 @@ def add_cpu_time_at(context_id: int, ns: int) -> None:
 def add_scope_event(context_id: int, name: str, thread_id: int, start_ns: int, end_ns: int) -> None:
     """A range (``end_ns == start_ns``: an instant) for every tracing session (``data="trace"``), under the
     scope ``context_id``; times in the ``time.monotonic_ns()`` clock."""
-    from .session import MANAGER
-
     for session in MANAGER.tracing:
         path = tuple(n for _, n in session.base.spell_context(context_id))
         session.profile.trace.scopes.append(ScopeEvent(path, name, thread_id, start_ns, end_ns))
@@ -196,7 +210,5 @@ def add_scope_event(context_id: int, name: str, thread_id: int, start_ns: int, e
 
 def open_sessions() -> list:
     """The sessions open now (active or not), oldest first."""
-    from .session import MANAGER
-
     with MANAGER.lock:
         return [s for s in MANAGER.sessions.values() if not s.closed]

@@ -102,6 +102,25 @@ def close_unchecked(ctx: int) -> bool:
     return True
 
 
+def open_op_unchecked(name: str) -> int:
+    """``enter_scope(name, triton_op=True)`` for per-launch hooks: no checks, no metrics."""
+    t = THREAD
+    t.op = name
+    ctx = t.recompute()
+    for setter in MANAGER.setters:
+        setter(ctx)
+    return ctx
+
+
+def close_op_unchecked() -> None:
+    """``exit_scope(triton_op=True)`` for per-launch hooks."""
+    t = THREAD
+    t.op = None
+    ctx = t.recompute()
+    for setter in MANAGER.setters:
+        setter(ctx)
+
+
 def _mismatch(name: str, top: str):
     raise ProtonError(
         f"exit_scope({name!r}) does not match the innermost open scope {top!r}: exit scopes in reverse order"

@@ -20,7 +20,7 @@ from .data import Profile, Trace
 from .data.trace import KernelEvent
 from .errors import BackendUnavailable, ProtonError
 from .phases import Phases
-from .metrics import read_tensor
+from .metrics import PROPERTY, read_tensor
 from .plugins import get_plugins
 
 DATA_KINDS = ("tree", "trace")
@@ -145,6 +145,25 @@ class Session:
                 self.pending.append((self.phases.current, path, name, value))
         if numbers:
             self.profile.tree.add_metrics(path, numbers)
+
+    def add_numbers_here(self, numbers) -> None:
+        """``add_metrics`` of checked plain numbers at the calling thread's context, for per-launch hooks:
+        the node is looked up once per context id (python-context sessions take the general path)."""
+        if self.base.python_frames:
+            self.add_metrics(self.base.here(), numbers)
+            return
+        ctx = THREAD.current
+        tree = self.profile.tree
+        node = tree.context_nodes.get(ctx)
+        if node is None:
+            node = tree.context_nodes[ctx] = tree.node(tuple(name for _, name in self.base.here()))
+        store = node.metrics
+        for name, value in numbers:
+            key = name.key
+            if name.kind == PROPERTY:
+                store[key] = value
+            else:
+                store[key] = store.get(key, 0) + value
 
     def resolve_pending(self) -> None:
         """Read the tensor metric values; a bad one is left out with one warning, never the profile."""
@@ -568,6 +587,11 @@ class Manager:
     def add_metrics_here(self, parsed) -> None:
         for session in self.active:
             session.add_metrics(session.base.here(), parsed)
+
+    def add_numbers_here(self, numbers) -> None:
+        """``add_metrics_here`` for checked ``[(MetricName, int | float)]``, at least cost."""
+        for session in self.active:
+            session.add_numbers_here(numbers)
 
 
 def split_names(value) -> list[str]:

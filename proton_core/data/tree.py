@@ -51,6 +51,8 @@ class Tree:
     def __init__(self) -> None:
         self.root = Node("ROOT")
         self.device_ids: dict[str, set[int]] = {}
+        #: context id -> its node, for per-launch metrics (a context's path never changes)
+        self.context_nodes: dict[int, Node] = {}
 
     def node(self, path) -> Node:
         node = self.root

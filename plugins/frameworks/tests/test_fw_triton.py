@@ -266,3 +266,33 @@ def test_real_triton_hookchain_and_lazydict(tmp_path, fake):
     assert knobs.runtime.launch_enter_hook.calls == before
     m = node(load(tmp_path / "p.hatchet")[0], "matmul_32x32x32")["metrics"]
     assert (m["count"], m["flops16"]) == (2, 2 * 2 * 32 ** 3)
+
+
+def test_metrics_land_per_session_per_phase_and_tensors_still_count(tmp_path, fake, fake_triton):
+    """The per-launch fast path (node looked up once per context) against the general one."""
+    torch = pytest.importorskip("torch")
+    shadow = proton.start(str(tmp_path / "s"), backend="fake", hook="triton", mode="periodic_flushing:poll=100")
+    python = proton.start(str(tmp_path / "py"), backend="fake", hook="triton", context="python")
+    args = {"M": 2, "N": 2, "K": 1}
+    with proton.scope("step"):
+        launch(fake, "matmul_kernel", matmul_metadata, args)
+        proton.data.advance_phase(shadow)
+        launch(fake, "matmul_kernel", matmul_metadata, args)
+        with proton.state("warm"):  # another context: another node, not the cached one
+            launch(fake, "matmul_kernel", matmul_metadata, args)
+        launch(fake, "matmul_kernel", lambda g, m, a: {"name": "matmul_2x2x1", "flops16": torch.tensor(8)})
+    paths = proton.finalize(shadow)
+    proton.finalize(python)
+    parts = sorted(p for p in paths if ".part_" in p)
+    assert node(load(parts[0])[0], "step", "matmul_2x2x1")["metrics"]["flops16"] == 8
+    later = load(parts[1])[0]
+    assert node(later, "step", "matmul_2x2x1")["metrics"]["flops16"] == 16  # one plain, one tensor
+    assert node(later, "step", "warm", "matmul_2x2x1")["metrics"]["flops16"] == 8
+    py_total = sum(n["metrics"].get("flops16", 0) for n in _walk(load(tmp_path / "py.hatchet")[0]))
+    assert py_total == 4 * 8
+
+
+def _walk(literal):
+    yield literal
+    for c in literal["children"]:
+        yield from _walk(c)

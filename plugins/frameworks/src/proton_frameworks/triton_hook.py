@@ -24,15 +24,29 @@ For single-callable slots a hook already installed by the user is chained
 from __future__ import annotations
 
 import importlib
+import math
 import numbers
 
-from proton_core.plugin_api import ACTIVITY, ContextSource, ProtonError, SharedInstall, enter_scope, exit_scope
+from proton_core.plugin_api import (
+    ACTIVITY,
+    ContextSource,
+    ProtonError,
+    SharedInstall,
+    add_numbers_here,
+    close_op,
+    enter_scope,
+    metric_name,
+    open_op,
+)
 from proton_core.plugin_api import thread_state
 
 _THREAD = thread_state()  # attribute reads, not calls: these hooks run on every launch
 
 #: Keys Triton itself puts in the launch metadata; never metrics.
 RESERVED_KEYS = frozenset({"name", "function", "stream"})
+_INF = math.inf
+#: metric key -> its parsed name, checked once per key (the per-launch path only looks it up)
+_NAMES: dict = {}
 
 
 def _metrics_of(data: dict) -> dict:
@@ -50,6 +64,27 @@ def _metrics_of(data: dict) -> dict:
     return out
 
 
+def _plain_numbers(data: dict):
+    """[(metric name, value)] when every metric is a plain non-negative finite int/float, else None."""
+    numbers_ = []
+    for key, value in data.items():
+        kind = type(value)
+        if kind is int or kind is float:
+            if key in RESERVED_KEYS:
+                continue
+            if not 0 <= value < _INF:
+                return None  # the general path says what is wrong
+            name = _NAMES.get(key)
+            if name is None:
+                name = _NAMES[key] = metric_name(key)
+            numbers_.append((name, value))
+        elif key in RESERVED_KEYS or value is None or kind is bool:
+            continue
+        else:
+            return None  # a tensor or another number type: the general path
+    return numbers_
+
+
 def launch_enter(meta) -> None:
     """Triton's enter hook: evaluate launch_metadata, open an op with its name and metrics."""
     if not ACTIVITY.any:
@@ -61,15 +96,21 @@ def launch_enter(meta) -> None:
     data = meta.get()
     name = data.get("name")
     try:
-        enter_scope(name, triton_op=True, metrics=_metrics_of(data) or None)
+        plain = _plain_numbers(data) if type(name) is str and name else None
+        if plain is None:  # tensors, bad values or a bad name: checked and explained by enter_scope
+            enter_scope(name, triton_op=True, metrics=_metrics_of(data) or None)
+            return
     except ProtonError as exc:
         raise ProtonError(f"launch_metadata of Triton kernel {name!r}: {exc}") from None
+    open_op(name)
+    if plain:
+        add_numbers_here(plain)
 
 
 def launch_exit(meta) -> None:
     """Triton's exit hook: close the op the enter hook opened, if any."""
     if _THREAD.op is not None:
-        exit_scope(triton_op=True)
+        close_op()
 
 
 class _Chain:
