@@ -296,3 +296,11 @@ def _walk(literal):
     yield literal
     for c in literal["children"]:
         yield from _walk(c)
+
+
+def test_keys_that_are_not_metrics_never_fail_a_launch(tmp_path, fake, fake_triton):
+    proton.start(str(tmp_path / "p"), backend="fake", hook="triton")
+    for _ in range(2):
+        launch(fake, "k", lambda g, m, a: {"name": "gemm", "flops16": 4, "tile shape!": "128x128", "grid?": None})
+    proton.finalize()
+    assert node(load(tmp_path / "p.hatchet")[0], "gemm")["metrics"]["flops16"] == 8

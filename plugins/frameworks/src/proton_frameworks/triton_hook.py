@@ -45,8 +45,6 @@ _THREAD = thread_state()  # attribute reads, not calls: these hooks run on every
 #: Keys Triton itself puts in the launch metadata; never metrics.
 RESERVED_KEYS = frozenset({"name", "function", "stream"})
 _INF = math.inf
-#: metric key -> its parsed name, checked once per key (the per-launch path only looks it up)
-_NAMES: dict = {}
 
 
 def _metrics_of(data: dict) -> dict:
@@ -64,25 +62,39 @@ def _metrics_of(data: dict) -> dict:
     return out
 
 
+def _plan(keys: tuple) -> list:
+    """(key, parsed name or None) of the metric keys of one launch_metadata key set, once per key set.
+
+    None: not a valid metric name; fine for a value that is no metric (a string), which the
+    general path ignores, and an error there for a number."""
+    plan = []
+    for key in keys:
+        if key not in RESERVED_KEYS:
+            try:
+                plan.append((key, metric_name(key)))
+            except ProtonError:
+                plan.append((key, None))
+    _PLANS[keys] = plan
+    return plan
+
+
+#: launch_metadata's key tuple -> its plan: a kernel returns the same keys at every launch
+_PLANS: dict = {}
+
+
 def _plain_numbers(data: dict):
     """[(metric name, value)] when every metric is a plain non-negative finite int/float, else None."""
-    numbers_ = []
-    for key, value in data.items():
+    keys = tuple(data)
+    plan = _PLANS.get(keys) or _plan(keys)
+    out = []
+    for key, name in plan:
+        value = data[key]
         kind = type(value)
-        if kind is int or kind is float:
-            if key in RESERVED_KEYS:
-                continue
-            if not 0 <= value < _INF:
-                return None  # the general path says what is wrong
-            name = _NAMES.get(key)
-            if name is None:
-                name = _NAMES[key] = metric_name(key)
-            numbers_.append((name, value))
-        elif key in RESERVED_KEYS or value is None or kind is bool:
-            continue
-        else:
-            return None  # a tensor or another number type: the general path
-    return numbers_
+        if (kind is int or kind is float) and 0 <= value < _INF and name is not None:
+            out.append((name, value))
+        elif value is not None and kind is not bool:
+            return None  # a tensor, another number type or a bad value: the general path decides
+    return out
 
 
 def launch_enter(meta) -> None:
