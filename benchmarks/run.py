@@ -46,6 +46,8 @@ MATRIX = {
               ("upstream-python", 2), ("torch", 2)],
     "triton_matmul": [("none", 1), ("floor", 1), ("ours-shadow", 1), ("ours-python", 2), ("ours-triton", 1),
                       ("upstream-shadow", 1), ("upstream-triton", 2)],
+    "triton_launch": [("none", 1), ("floor", 1), ("ours-triton", 1), ("ours-python", 1), ("upstream-triton", 1),
+                      ("upstream-python", 2)],
     "jax": [("none", 1), ("floor", 1), ("ours-shadow", 1), ("ours-python", 1), ("upstream-shadow", 1),
             ("upstream-python", 2)],
 }

@@ -143,6 +143,30 @@ class Graph(_Torch):
         self.torch.cuda.synchronize()
 
 
+class TritonLaunch(_Torch):
+    """Launch-bound Triton with launch_metadata: 1 000 one-program kernels per step (issue 17's loop).
+
+    What hook="triton" costs per launch against the floor and upstream's hook."""
+
+    launches = 1000
+    kernels_per_step = launches
+
+    def setup(self):
+        self._init_torch()
+        from triton_kernels import tiny_kernel_with_metadata
+
+        self.tiny = tiny_kernel_with_metadata
+        self.x = self.torch.zeros(1, device="cuda")
+        self.step(_no_scope)
+
+    def step(self, scope):
+        x, tiny = self.x, self.tiny
+        with scope("launch_loop"):
+            for _ in range(self.launches):
+                tiny[(1,)](x)
+        self.torch.cuda.synchronize()
+
+
 class TritonMatmul(_Torch):
     """A Triton fp16 matmul (2048^3, fixed tiles, no autotuning) with launch metadata; 20 per step."""
 
@@ -236,11 +260,12 @@ WORKLOADS = {
     "mlp": MLP,
     "graph": Graph,
     "triton_matmul": TritonMatmul,
+    "triton_launch": TritonLaunch,
     "jax": Jax,
     "sleep": Sleep,
     "nap": Sleep,  # a second dry-run workload: lanes (run.py --gpus) need two to split
 }
-GPU_WORKLOADS = ["launch", "mlp", "graph", "triton_matmul", "jax"]
+GPU_WORKLOADS = ["launch", "mlp", "graph", "triton_matmul", "triton_launch", "jax"]
 
 
 def make(name: str):
