@@ -111,10 +111,25 @@ def test_session_observes_compilation_and_reparents_kernels(tmp_path, fake):
         assert line["children"]
 
 
-def test_register_covers_functions_compiled_before_the_session(tmp_path, fake):
+def test_functions_compiled_before_the_session_are_found_without_a_call(tmp_path, fake):
+    f = jax.jit(fresh())
+    f(*ARGS).block_until_ready()  # compiled (and cached) before the session: the usual warm-up
+    text = f.lower(*ARGS).compile().as_text()
+    jax_scopes.reset()  # nothing known: only the live executables can tell
+    proton.start(str(tmp_path / "p"), backend="fake", hook="jax")
+    f(*ARGS).block_until_ready()  # cache hit: nothing compiled, nothing observed
+    run_kernels(fake, text, "scope1", 10)
+    proton.finalize()
+    fn = node(load(tmp_path / "p.hatchet")[0], "jit(two_scopes)")
+    assert names(fn) == ["scope1"]
+
+
+def test_register_covers_functions_compiled_before_the_session(tmp_path, fake, monkeypatch):
     f = jax.jit(fresh())
     f(*ARGS).block_until_ready()  # compiled (and cached) before the session
     text = f.lower(*ARGS).compile().as_text()
+    jax_scopes.reset()
+    monkeypatch.setattr(jax_scopes, "harvest_live_executables", lambda: 0)  # a JAX whose executables hide
     proton.start(str(tmp_path / "p"), backend="fake", hook="jax")
     f(*ARGS).block_until_ready()  # cache hit: nothing observed
     run_kernels(fake, text, "scope1", 10)

@@ -10,15 +10,17 @@ looks the kernel name up in tables parsed from the executables' HLO and
 re-parents the kernel under ``jit(f)/scope1/<file>:<line>``.  Nothing runs
 per launch.
 
-Executables get into the tables two ways:
+Executables get into the tables three ways:
 
-* automatically: while a ``hook="jax"`` session is open, every executable
-  JAX compiles is observed (a wrapper around ``jax._src.compiler.
-  compile_or_get_cached``; if a JAX version lacks it, a one-line warning
-  says so and only explicit registration works);
+* those JAX already holds when a ``hook="jax"`` session starts (functions
+  jitted and called before ``start()``, the usual warm-up): found once per
+  session start among the live objects (``MeshExecutable``; a walk of the
+  garbage collector's objects, tens of milliseconds in a large program);
+* while a ``hook="jax"`` session is open, every executable JAX compiles is
+  observed (a wrapper around ``jax._src.compiler.compile_or_get_cached``; if
+  a JAX version lacks it, a one-line warning says so);
 * explicitly: ``proton_frameworks.jax_scopes.register(jitted, *example_args)``
-  for functions compiled before the session started (JAX caches them, so
-  they are not compiled again).
+  (where neither of the above can see an executable).
 
 Kernels with no HLO counterpart (cuBLAS/cuDNN library kernels called through
 custom calls, copies) keep the path they were launched under.  A kernel name
@@ -28,6 +30,7 @@ they share.
 
 from __future__ import annotations
 
+import gc
 import importlib
 import os
 import re
@@ -125,6 +128,28 @@ def _hlo_texts(executable) -> list[str]:
     return [executable.as_text()]
 
 
+_harvested: set[int] = set()  # hashes of HLO texts already taken from live executables
+
+
+def harvest_live_executables() -> int:
+    """Register the HLO of every executable JAX holds now (compiled before the session); how many were new."""
+    new = 0
+    for obj in gc.get_objects():
+        if type(obj).__name__ != "MeshExecutable":
+            continue
+        try:
+            texts = _hlo_texts(obj.xla_executable)
+        except Exception:  # an executable of another shape: observing must never fail a start
+            continue
+        for text in texts:
+            key = hash(text)
+            if key not in _harvested:
+                _harvested.add(key)
+                register_hlo_text(text)
+                new += 1
+    return new
+
+
 def register(fn, *args, **kwargs):
     """Compile ``fn`` (a ``jax.jit`` function) for these example arguments and add its HLO.
 
@@ -168,6 +193,7 @@ def reset() -> None:
         _texts.clear()
         _table.clear()
         _resolved.clear()
+        _harvested.clear()
 
 
 # ------------------------------------------------------------- observer ----
@@ -224,6 +250,7 @@ class JaxSource(ContextSource):
         except ImportError:
             raise ProtonError("hook='jax' needs JAX: pip install jax (jax[cuda12] on NVIDIA GPUs)") from None
         OBSERVER.acquire()
+        harvest_live_executables()  # after the observer: nothing compiled in between is missed
 
     def uninstall(self, session) -> None:
         OBSERVER.release()
