@@ -20,7 +20,8 @@ from .data import Profile, Trace
 from .data.trace import KernelEvent
 from .errors import BackendUnavailable, ProtonError
 from .phases import Phases
-from .metrics import PROPERTY, read_tensor
+from .data.tree import merge_metrics
+from .metrics import read_tensor
 from .plugins import get_plugins
 
 DATA_KINDS = ("tree", "trace")
@@ -157,13 +158,7 @@ class Session:
         node = tree.context_nodes.get(ctx)
         if node is None:
             node = tree.context_nodes[ctx] = tree.node(tuple(name for _, name in self.base.here()))
-        store = node.metrics
-        for name, value in numbers:
-            key = name.key
-            if name.kind == PROPERTY:
-                store[key] = value
-            else:
-                store[key] = store.get(key, 0) + value
+        merge_metrics(node, numbers)
 
     def resolve_pending(self) -> None:
         """Read the tensor metric values; a bad one is left out with one warning, never the profile."""

@@ -47,6 +47,17 @@ class Node:
             stack.extend((path + (c.name,), c) for c in reversed(node.children.values()))
 
 
+def merge_metrics(node: Node, metrics) -> None:
+    """Add parsed ``[(MetricName, number)]`` to ``node``: summed, properties replaced."""
+    store = node.metrics
+    for name, value in metrics:
+        key = name.key
+        if name.kind == PROPERTY:
+            store[key] = value
+        else:
+            store[key] = store.get(key, 0) + value
+
+
 class Tree:
     def __init__(self) -> None:
         self.root = Node("ROOT")
@@ -72,13 +83,7 @@ class Tree:
 
     def add_metrics(self, path, metrics) -> None:
         """Merge parsed ``[(MetricName, number)]`` into the node at ``path``."""
-        store = self.node(path).metrics
-        for name, value in metrics:
-            key = name.key
-            if name.kind == PROPERTY:
-                store[key] = value
-            else:
-                store[key] = store.get(key, 0) + value
+        merge_metrics(self.node(path), metrics)
 
     def merge(self, other: "Tree") -> None:
         """Add ``other`` into this tree: kernels and metrics summed, properties taken from ``other``."""
