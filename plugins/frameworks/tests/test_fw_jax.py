@@ -175,3 +175,18 @@ def test_observer_is_removed_after_the_last_session(tmp_path, fake):
 def test_register_rejects_plain_functions():
     with pytest.raises(proton.ProtonError, match="needs a jax.jit function"):
         jax_scopes.register(fresh(), *ARGS)
+
+
+def test_xla_kernels_no_executable_explains_are_counted_under_their_own_node(tmp_path, fake, caplog):
+    proton.start(str(tmp_path / "p"), backend="fake", hook="jax")
+    with proton.scope("step"):
+        for _ in range(3):
+            fake.launch("loop_mystery_fusion_2", 10)  # XLA's spelling, but no known executable has it
+        fake.launch("cublas_gemm_kernel", 5)  # a library kernel: stays where it was launched
+    with caplog.at_level("WARNING", logger="proton"):
+        proton.finalize()
+    step = node(load(tmp_path / "p.hatchet")[0], "step")
+    assert sorted(names(step)) == ["<jax: no HLO match>", "cublas_gemm_kernel"]
+    assert node(step, "<jax: no HLO match>", "loop_mystery_fusion_2")["metrics"]["count"] == 3
+    lines = [r.getMessage() for r in caplog.records if "matched no known executable" in r.getMessage()]
+    assert len(lines) == 1 and "loop_mystery_fusion_2" in lines[0]

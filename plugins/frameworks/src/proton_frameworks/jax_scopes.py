@@ -23,7 +23,10 @@ Executables get into the tables three ways:
   (where neither of the above can see an executable).
 
 Kernels with no HLO counterpart (cuBLAS/cuDNN library kernels called through
-custom calls, copies) keep the path they were launched under.  A kernel name
+custom calls, copies) keep the path they were launched under.  A kernel named
+like an XLA kernel (a fusion, a wrapped op, an XLA Triton GEMM) that no known
+executable has is not left there silently: it goes under ``<jax: no HLO
+match>`` below that path, and one line per session says how many names were.  A kernel name
 found in several executables with different scopes goes under the scopes
 they share.
 """
@@ -51,6 +54,10 @@ _FRAME_ID = re.compile(r"stack_frame_id=(\d+)")
 _TABLE_ROW = re.compile(r'^(\d+)\s+(.*)$')
 _FIELD = re.compile(r"(\w+)=(\d+)")
 _SANITIZE = re.compile(r"[^A-Za-z0-9_]")
+#: How XLA on GPU names the kernels it generates (library kernels look otherwise).
+_XLA_KERNEL = re.compile(r"(^|_)fusion(_\d+)?$|^(loop|input|wrapped|triton_gemm|triton_softmax)_")
+UNPLACED = "<jax: no HLO match>"
+_unplaced: set[str] = set()  # XLA-looking kernel names no executable explained, since the last report
 
 
 def kernel_key(name: str) -> str:
@@ -194,6 +201,7 @@ def reset() -> None:
         _table.clear()
         _resolved.clear()
         _harvested.clear()
+        _unplaced.clear()
 
 
 # ------------------------------------------------------------- observer ----
@@ -254,6 +262,11 @@ class JaxSource(ContextSource):
 
     def uninstall(self, session) -> None:
         OBSERVER.release()
+        if _unplaced:
+            warn(f"session {session.id}: {len(_unplaced)} XLA kernel name(s) matched no known executable "
+                 f"(e.g. {sorted(_unplaced)[0]!r}); they are under '{UNPLACED}': register the function with "
+                 "proton_frameworks.jax_scopes.register(fn, *args)")
+            _unplaced.clear()
 
     def rewrite(self, path, kernel):
         key = (path, kernel)
@@ -261,6 +274,12 @@ class JaxSource(ContextSource):
         if found is not None:
             return found
         entries = _tables().get(kernel_key(kernel))
-        found = (path + _common(entries), kernel) if entries else (path, kernel)
+        if entries:
+            found = (path + _common(entries), kernel)
+        elif _XLA_KERNEL.search(kernel_key(kernel)):
+            found = (path + (UNPLACED,), kernel)
+            _unplaced.add(kernel)
+        else:
+            found = (path, kernel)
         _resolved[key] = found
         return found
