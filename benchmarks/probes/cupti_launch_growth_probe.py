@@ -43,6 +43,9 @@ VARIANTS = {
     "floor, graph each round": ("floor", NO_CORRELATION, "each", False),
     "ours, graph each round": ("ours", 0, "each", False),
     "ours no node cb, graph each": ("ours-no-node-callbacks", 0, "each", False),
+    # Does the soak's growth come from forced flushes after graph launches? (no re-attach in either)
+    "ours, graph, a phase a round": ("ours-phases-1", 0, "each", True),
+    "ours, graph, 10 phases a round": ("ours-phases-10", 0, "each", True),
 }
 
 
@@ -70,12 +73,20 @@ def child(name: str, rounds: int) -> None:
         import proton_core as proton
 
         os.environ["PROTON_CUPTI_REATTACH_RECORDS"] = "0"  # only where the variant asks
-        proton.start(os.path.join(tmp, "p"), backend="cupti")
+        sid = proton.start(os.path.join(tmp, "p"), backend="cupti")
         if profiler == "ours-no-node-callbacks":
             _cupti._test_stop(True)
             _cupti._test_start(False)
-        # The backend's own path between phases (a graph was launched, so it is due at once).
-        stop = lambda: _cupti.reattach_if_due(0)  # noqa: E731
+        if not profiler.startswith("ours-phases-"):
+            # The backend's own path between phases (a graph was launched, so it is due at once).
+            stop = lambda: _cupti.reattach_if_due(0)  # noqa: E731
+        else:  # forced flushes (sync + cuptiActivityFlushAll) at phase ends, no re-attach
+            per_round = int(profiler.rsplit("-", 1)[1])
+
+            def stop():
+                for _ in range(per_round):
+                    ended = proton.data.advance_phase(sid) - 1  # flushes: sync + forced activity flush
+                    proton.data.clear(sid, ended, clear_up_to_phase=True)  # our memory stays flat
     if profiler == "floor":
         start()
     used, rss = [], []
