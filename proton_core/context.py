@@ -38,6 +38,7 @@ class ContextTree:
                                key=lambda e: -e[0])
 
     def _entry(self, context_id: int) -> tuple[int, str, str]:
+        """(parent, kind, name) of an id: the core's own, else the plugin's that interned it."""
         if context_id < len(self._entries):
             return self._entries[context_id]
         for first, resolve in self._foreign:
@@ -68,9 +69,8 @@ class ContextTree:
         if cached is not None:
             return list(cached)
         out = []
-        entries = self._entries
         while context_id != ROOT_ID:
-            parent, kind, name = entries[context_id] if context_id < len(entries) else self._entry(context_id)
+            parent, kind, name = self._entry(context_id)
             out.append((kind, name))
             context_id = parent
         out.reverse()

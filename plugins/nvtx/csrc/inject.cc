@@ -59,8 +59,8 @@ std::atomic<uint64_t> g_native_pushes{0};
 NativeContext g_channels[kMaxChannels];
 std::atomic<int> g_nchannels{0};
 
-PyObject* g_py_push = nullptr;  // proton_nvtx.bridge.push(name) -> context id or -1
-PyObject* g_py_pop = nullptr;   // proton_nvtx.bridge.pop(context id) -> False if misnested
+PyObject* g_py_push = nullptr;  // plugin_api.open_scope(name) -> context id
+PyObject* g_py_pop = nullptr;   // plugin_api.close_scope(context id) -> False if misnested
 std::atomic<uint64_t> g_misnested{0};
 
 uint64_t now_ns() {

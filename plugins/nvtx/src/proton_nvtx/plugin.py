@@ -14,7 +14,9 @@ from proton_core import hookimpl
 from proton_core.plugin_api import (
     add_cpu_time_at,
     add_scope_event,
+    close_scope,
     native_context_setters,
+    open_scope,
     open_sessions,
     register_context_ids,
     register_internal_path,
@@ -22,7 +24,7 @@ from proton_core.plugin_api import (
     warn,
 )
 
-from . import bridge, injection
+from . import injection
 
 FIRST_ID = 1 << 40  # the injection library's ids (kFirstId)
 _warned: set[str] = set()
@@ -127,7 +129,8 @@ def proton_session_started(session):
     if not session.nvtx or not injection.enabled_by_env():
         return
     native = _native()
-    native.set_bridge(bridge.push, bridge.pop, scope_stack_protocol())
+    # Threads holding the GIL: ranges are scopes of the core's stack (plain cases done in C by the protocol).
+    native.set_bridge(open_scope, close_scope, scope_stack_protocol())
     register_context_ids(FIRST_ID, native.resolve)
     if not any(s.nvtx for s in open_sessions() if s is not session):
         native.configure(False, False, True)
