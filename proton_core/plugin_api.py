@@ -23,7 +23,7 @@ Native scope sources (scopes opened by native code on threads without the GIL)
     :func:`register_context_ids` (ids a plugin interns itself),
     :func:`native_context_setters` (the running backends' C setters, capsules
     named ``proton.native_context.v1``), :func:`innermost_scope`, :func:`context_names`,
-    :func:`add_cpu_time_here`, :func:`add_cpu_time_at`, :func:`add_scope_event`,
+    :func:`add_cpu_time_at`, :func:`add_scope_event`,
     :func:`open_sessions`.
 Sinks and lifecycle hooks
     :class:`Profile` with its :class:`Tree` (of :class:`TreeNode`) and
@@ -45,7 +45,7 @@ from .data.tree import Node as TreeNode
 from .errors import BackendUnavailable, PluginError, ProtonError
 from .log import warn
 from .plugins import hookimpl
-from .scope import close_op_unchecked, close_unchecked, enter_scope, exit_scope, open_op_unchecked, open_unchecked
+from .scope import CPU_TIME, close_op_unchecked, close_unchecked, enter_scope, exit_scope, open_op_unchecked, open_unchecked
 from .session import ACTIVITY, MANAGER, Session
 from .shared_install import SharedInstall
 
@@ -60,7 +60,7 @@ __all__ = [
     "SharedInstall", "register_internal_path", "is_internal", "capture_frames",
     # native scope sources
     "register_context_ids", "native_context_setters", "innermost_scope", "context_names", "open_scope",
-    "close_scope", "scope_stack_protocol", "open_op", "close_op", "metric_name", "add_numbers_here", "add_cpu_time_here", "add_cpu_time_at",
+    "close_scope", "scope_stack_protocol", "open_op", "close_op", "metric_name", "add_numbers_here", "add_cpu_time_at",
     "add_scope_event", "open_sessions", "NATIVE_CONTEXT_CAPSULE",
     # data and sessions
     "Profile", "Tree", "TreeNode", "Trace", "KernelEvent", "ScopeEvent", "Session",
@@ -180,22 +180,10 @@ def scope_stack_protocol():
     return (1, THREAD, _TREE._index, _TREE.child, _SCOPE, MANAGER, open_scope, close_scope)
 
 
-def _cpu_time():
-    from .scope import CPU_TIME
-
-    return CPU_TIME
-
-
-def add_cpu_time_here(ns: int) -> None:
-    """Add ``ns`` of host time to the calling thread's current scope, in every active session
-    (``cpu_time (ns)``, the metric of ``cpu_timed_scope``)."""
-    if MANAGER.active:
-        MANAGER.add_metrics_here([(_cpu_time(), ns)])
-
-
 def add_cpu_time_at(context_id: int, ns: int) -> None:
-    """As :func:`add_cpu_time_here`, at the scope ``context_id`` (from any Python thread)."""
-    parsed = [(_cpu_time(), ns)]
+    """Add ``ns`` of host time (``cpu_time (ns)``, the metric of ``cpu_timed_scope``) at the scope
+    ``context_id``, in every active session (from any Python thread)."""
+    parsed = [(CPU_TIME, ns)]
     for session in MANAGER.active:
         session.add_metrics(session.base.spell_context(context_id), parsed)
 

@@ -107,8 +107,7 @@ def open_op_unchecked(name: str) -> int:
     t = THREAD
     t.op = name
     ctx = t.recompute()
-    for setter in MANAGER.setters:
-        setter(ctx)
+    MANAGER.notify_context(ctx)
     return ctx
 
 
@@ -116,9 +115,7 @@ def close_op_unchecked() -> None:
     """``exit_scope(triton_op=True)`` for per-launch hooks."""
     t = THREAD
     t.op = None
-    ctx = t.recompute()
-    for setter in MANAGER.setters:
-        setter(ctx)
+    MANAGER.notify_context(t.recompute())
 
 
 def _mismatch(name: str, top: str):
