@@ -95,6 +95,12 @@ class Backend:
         """Deliver everything recorded since the last flush."""
         return Batch(device_type=self.device_type)
 
+    def drain(self) -> Batch | None:
+        """Deliver what is ready without waiting for the device (the periodic writer's poll between
+        phase ends); unlike :meth:`flush`, earlier launches may still be owed.  None: the backend has
+        nothing cheaper than ``flush``, which the poll then calls."""
+        return None
+
     def phase_ended(self) -> None:
         """A phase just ended, on the thread that ended it: the moment for upkeep that must fall
         between phases (the cupti backend re-attaches CUPTI here to free what it keeps per launch)."""

@@ -44,6 +44,10 @@ class Phases:
     def is_complete(self, phase: int) -> bool:
         return phase < self.complete_below
 
+    def waiting(self) -> bool:
+        """Whether an ended phase that is still kept is not complete yet (it may owe records)."""
+        return any(self.complete_below <= p < self.current for p in self.profiles)
+
     def check(self, phase) -> int:
         if not isinstance(phase, int) or isinstance(phase, bool) or phase < 0 or phase > self.current:
             raise ProtonError(f"phase {phase!r} does not exist: phases run from 0 to {self.current}")

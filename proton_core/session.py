@@ -374,11 +374,15 @@ class Manager:
             else:
                 state.backend.set_epoch(0)
 
-    def flush(self, state: BackendState) -> None:
-        """Route what the backend recorded into its sessions' phases (a flush delivers every earlier launch)."""
+    def flush(self, state: BackendState, complete: bool = True) -> None:
+        """Route what the backend recorded into its sessions' phases (a flush delivers every earlier
+        launch).  ``complete=False``: only what the backend has ready (``drain``), which completes
+        no phase; the periodic writer polls that way while no ended phase waits for its records."""
         current = [(s, s.phases.current) for s in state.sessions]
         epoch_at_start = state.epoch
-        batch = state.backend.flush()
+        batch = None if complete else state.backend.drain()
+        if batch is None:  # asked for, or the backend has nothing cheaper
+            complete, batch = True, state.backend.flush()
         for node_id, parent, kind, value in batch.nodes:
             state.nodes[node_id] = (parent, kind, value)
         state.devices.update({k: {**state.devices.get(k, {}), **v} for k, v in batch.devices.items()})
@@ -397,10 +401,11 @@ class Manager:
                 if not session.closed and session.data == "trace":
                     session.add_event(phase, node_id, kernel, device_id, stream, start, end, launch, tid)
         # Everything launched under an earlier epoch has now arrived: retire those epochs.
-        for epoch in [e for e in epochs if e < epoch_at_start]:
+        for epoch in [e for e in epochs if complete and e < epoch_at_start]:
             del epochs[epoch]
         for session, phase in current:
-            session.phases.flushed(phase)
+            if complete:
+                session.phases.flushed(phase)
             for profile in session.phases.profiles.values():
                 profile.devices = state.devices
             late, session.phases.late = session.phases.late, 0
@@ -473,7 +478,10 @@ class Manager:
             if session.writer.due(phases.counts.get(phases.current, 0)):
                 self.advance_phase(session.id)
                 session.writer.phase_started = time.monotonic()
-            self.flush(session.backend_state)
+            # A complete flush (device sync, forced CUPTI flush) only when an ended phase waits for
+            # its records: forcing while the program launches costs it time and made CUPTI keep
+            # memory per later kernel (docs/performance.md, the soak).
+            self.flush(session.backend_state, complete=phases.waiting())
             session.resolve_pending()
             self._write_parts(session, session.writer.options.format or session.output_format, session.name,
                               get_plugins())

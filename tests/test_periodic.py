@@ -65,3 +65,40 @@ def test_bad_options_are_one_line(tmp_path, mode, message):
 def test_an_empty_run_still_leaves_one_file(tmp_path, fake):
     sid = proton.start(str(tmp_path / "run"), backend="fake", mode="periodic_flushing")
     assert proton.finalize(sid) == [str(tmp_path / "run.part_0.hatchet")]
+
+
+def test_the_poll_drains_and_completes_a_phase_only_when_one_waits(tmp_path, fake):
+    """Between phase ends the poll takes only what the backend has ready (``drain``: no device sync,
+    no forced CUPTI flush); a complete ``flush`` runs only while an ended phase may owe records."""
+    from proton_core.session import MANAGER
+
+    calls = []
+    sid = proton.start(str(tmp_path / "run"), backend="fake", mode="periodic_flushing:poll=0.02")
+    backend = fake.backend
+    flush = backend.flush
+
+    def drain():
+        calls.append("drain")
+        return flush()  # the synthetic backend has everything ready at once
+
+    def full():
+        calls.append("flush")
+        return flush()
+
+    backend.drain, backend.flush = drain, full
+    fake.launch("k")
+    time.sleep(0.2)
+    assert "drain" in calls and "flush" not in calls
+    assert MANAGER.sessions[sid].phases.profiles[0].tree.root.children  # drained records are filed
+    assert not MANAGER.sessions[sid].phases.is_complete(0)  # a drain completes nothing
+    proton.data.advance_phase(sid)
+    deadline = time.monotonic() + 5
+    while not (tmp_path / "run.part_0.hatchet").exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert "flush" in calls  # the ended phase needed a complete flush
+    n = calls.count("flush")
+    time.sleep(0.2)
+    assert calls.count("flush") == n  # and once it was complete, drains again
+    fake.launch("k")
+    paths = proton.finalize(sid)
+    assert [count(p, "k") for p in paths] == [1, 1]

@@ -7,7 +7,7 @@ namespace proton_cupti {
 
 // (nodes, records, events, dropped, device ids) recorded since the last
 // flush; with collect_activity CUPTI first hands over its buffers.
-pybind11::tuple flush_all(bool collect_activity);
+pybind11::tuple flush_all(bool collect_activity, bool complete = true);
 
 #ifdef PROTON_CUPTI_TESTING
 // Adds the _test_* functions and SLOTS to the module (CMake option

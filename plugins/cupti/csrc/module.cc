@@ -11,10 +11,10 @@
 namespace py = pybind11;
 using namespace proton_cupti;
 
-py::tuple proton_cupti::flush_all(bool collect_activity) {
+py::tuple proton_cupti::flush_all(bool collect_activity, bool complete) {
   if (collect_activity) {
     py::gil_scoped_release nogil;  // CUPTI's buffer thread must run while we wait
-    flush_activity();
+    flush_activity(complete);
   }
   Recorder::FlushOut out = recorder().flush();  // frame names need the GIL
   py::list nodes, records, events;
@@ -93,6 +93,9 @@ PYBIND11_MODULE(_cupti, m) {
   m.add_object("native_context", py::capsule(&native_context, "proton.native_context.v1"));
   m.def("flush", [] { return flush_all(true); },
         "(nodes, records, events, dropped, device ids) recorded since the last flush");
+  m.def("drain", [] { return flush_all(true, false); },
+        "flush's tuple with what CUPTI has ready (complete buffers only): no device sync, no promise "
+        "that earlier launches arrived");
   m.def("reattach_if_due", &reattach_if_due, py::arg("min_records"), py::call_guard<py::gil_scoped_release>(),
         "re-attach CUPTI when a graph launch made it keep memory per launch; ns detached, or 0");
   m.def(

@@ -19,7 +19,7 @@
 
 namespace proton_cupti {
 
-void note_graph_launch();
+void note_graph_capture();
 
 namespace {
 
@@ -212,8 +212,6 @@ void CUPTIAPI on_callback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId c
     auto* cb = static_cast<const CUpti_CallbackData*>(data);
     if (cb->callbackSite == CUPTI_API_ENTER) {
       recorder().on_launch(cb->correlationId);
-      if (cbid == CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch || cbid == CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz)
-        note_graph_launch();
     }
     return;
   }
@@ -224,6 +222,7 @@ void CUPTIAPI on_callback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId c
     uint64_t id = 0;
     if (api.cuptiGetGraphNodeId(graph->node, &id) != CUPTI_SUCCESS) return;
     if (cbid == CUPTI_CBID_RESOURCE_GRAPHNODE_CREATED) {
+      note_graph_capture();
       recorder().on_graph_node_created(id);
     } else if (cbid == CUPTI_CBID_RESOURCE_GRAPHNODE_CLONED && graph->originalNode != nullptr) {
       uint64_t original = 0;
@@ -271,8 +270,10 @@ std::string cupti_path() { return api.path; }
 namespace {
 
 bool graph_nodes_on = true;
-// Set by a graph launch while attached: from then on CUPTI keeps ~32 B per launch until cuptiFinalize.
-std::atomic<bool> graph_launched{false};
+// Set by a graph captured while attached: from then on CUPTI keeps ~32 B per launch until
+// cuptiFinalize (benchmarks/probes/rss_graph_probe.py).  Graph launches alone keep nothing once
+// forced flushes stay out of the running program (periodic writer: drain between phase ends).
+std::atomic<bool> graph_captured{false};
 uint64_t records_at_attach = 0;
 
 // Subscribe, enable the callbacks and kernel activity (state_mu held).
@@ -300,7 +301,7 @@ void attach_locked() {
     subscriber = nullptr;
     throw;
   }
-  graph_launched.store(false, std::memory_order_relaxed);
+  graph_captured.store(false, std::memory_order_relaxed);
   records_at_attach = recorder().stats().records;
 }
 
@@ -320,7 +321,7 @@ void detach_locked(bool finalize) {
 
 }  // namespace
 
-void note_graph_launch() { graph_launched.store(true, std::memory_order_relaxed); }
+void note_graph_capture() { graph_captured.store(true, std::memory_order_relaxed); }
 
 void start_profiling(bool graph_nodes) {
   std::lock_guard<std::mutex> g(state_mu);
@@ -338,7 +339,7 @@ void stop_profiling(bool detach) {
 
 uint64_t reattach_if_due(uint64_t min_records) {
   std::lock_guard<std::mutex> g(state_mu);
-  if (subscriber == nullptr || api.cuptiFinalize == nullptr || !graph_launched.load(std::memory_order_relaxed))
+  if (subscriber == nullptr || api.cuptiFinalize == nullptr || !graph_captured.load(std::memory_order_relaxed))
     return 0;
   if (recorder().stats().records - records_at_attach < min_records) return 0;
   uint64_t t0 = monotonic_ns();
@@ -352,9 +353,16 @@ uint64_t reattach_if_due(uint64_t min_records) {
   return detached_ns;
 }
 
-void flush_activity() {
+void flush_activity(bool complete) {
   std::lock_guard<std::mutex> g(state_mu);
   if (subscriber == nullptr) return;
+  if (!complete) {
+    // Only buffers whose records are all complete: no device sync, nothing cut short.  A forced
+    // flush from another thread while the program launches (the periodic writer's poll) made
+    // CUPTI keep ~36 B for every later kernel after a graph launch: 3.5 MiB a phase in the soak.
+    api.cuptiActivityFlushAll(0);
+    return;
+  }
   sync_contexts();  // kernels still running have no record yet
   api.cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
 }

@@ -29,7 +29,7 @@ void stop_profiling(bool detach = true);
 uint64_t reattach_if_due(uint64_t min_records);
 // Wait for the current context's kernels, then make CUPTI hand over every
 // buffer (records land in the Recorder).  Safe when nothing was started.
-void flush_activity();
+void flush_activity(bool complete);  // complete: sync, then every record (forced)
 
 // {arch, num_sms, clock_rate, memory_clock_rate, bus_width} of a device
 // ordinal through libcuda.so.1; empty when the driver cannot answer.

@@ -294,8 +294,8 @@ def test_periodic_parts_hold_every_kernel_launched_in_their_phase(tmp_path, torc
     assert counts == per_phase, (paths, counts)
 
 
-def test_reattach_after_graph_launches_keeps_every_kernel_and_its_path(tmp_path, torch, monkeypatch, capfd):
-    """After a graph launch CUPTI keeps memory per launch; re-attaching it between phases must lose nothing."""
+def test_reattach_after_a_graph_capture_keeps_every_kernel_and_its_path(tmp_path, torch, monkeypatch, capfd):
+    """After a graph capture CUPTI keeps memory per launch; re-attaching it between phases must lose nothing."""
     monkeypatch.setenv("PROTON_CUPTI_REATTACH_RECORDS", "1000")  # re-attach at every phase end below
     x = torch.ones(1 << 16, device="cuda")
     side = torch.cuda.Stream()  # warm up off the default stream, as torch.cuda.graph wants
@@ -327,6 +327,8 @@ def test_reattach_after_graph_launches_keeps_every_kernel_and_its_path(tmp_path,
         assert total_count(child(root, "replay", "<captured_at>", "capture")) == 50 * replays, root
         assert total_count(child(root, "direct")) == direct
     unobserved = [root["metrics"].get("unobserved (ns)", 0) for root in parts]
-    assert sum(1 for u in unobserved if u) >= phases - 1, unobserved  # it re-attached, and the parts say for how long
+    # It re-attached once, at the first phase end (reported in the next part), and not again: the
+    # re-attach ends what CUPTI keeps for the capture, and no graph was captured since.
+    assert [bool(u) for u in unobserved[:phases]] == [False, True] + [False] * (phases - 2), unobserved
     assert DROPPED_MSG not in capfd.readouterr().err
     print(f"\nre-attach took {[round(u / 1e6, 2) for u in unobserved]} ms per phase")

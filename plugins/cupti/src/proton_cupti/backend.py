@@ -113,7 +113,14 @@ class CuptiBackend(Backend):
         self.native.set_context(int(context_id))  # same as context_setter, for callers holding the backend
 
     def flush(self):
-        nodes, records, events, dropped, devices = self.native.flush()
+        return self._batch(self.native.flush())
+
+    def drain(self):
+        drain = getattr(self.native, "drain", None)
+        return self._batch(drain()) if drain is not None else None
+
+    def _batch(self, flushed):
+        nodes, records, events, dropped, devices = flushed
         batch = batch_from(nodes, records, events, dropped, devices, self._devices, self.native.device_info)
         batch.unobserved_ns, self._unobserved = self._unobserved, 0
         if self._started:
