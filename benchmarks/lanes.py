@@ -22,7 +22,8 @@ import merge
 # Seconds one round of a workload took on the 4-GPU H200 machine, all its
 # profilers (2026-11-22; graph includes torch.profiler's finalize, cut at 30 s).
 # Only used to balance the lanes, so rough is fine.
-ROUND_COST_S = {"launch": 77, "mlp": 93, "graph": 80, "triton_matmul": 33, "triton_launch": 40, "jax": 33}  # triton_launch: a guess
+ROUND_COST_S = {"launch": 77, "mlp": 93, "decoder": 90, "graph": 80, "triton_matmul": 33, "triton_launch": 40,
+                "jax": 33}  # triton_launch, decoder: guesses
 
 
 def assign(workloads: list[str], n: int) -> list[list[str]]:

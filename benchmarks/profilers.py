@@ -156,6 +156,26 @@ class Floor:
                 "launch_callbacks": launches, "libcupti": self.lib}
 
 
+class FloorTritonHook(Floor):
+    """The floor plus the least a Triton launch hook can do: Triton builds the launch metadata
+    and calls the hooks, and the enter hook evaluates ``launch_metadata`` (``meta.get()``).
+    What any ``hook="triton"`` costs at least, ours and upstream's alike."""
+
+    def start(self, path):
+        from triton import knobs
+
+        super().start(path)
+        self.hooks = knobs.runtime
+        self.enter, self.leave = (lambda meta: meta.get()), (lambda meta: None)
+        self.hooks.launch_enter_hook.add(self.enter)
+        self.hooks.launch_exit_hook.add(self.leave)
+
+    def finalize(self):
+        self.hooks.launch_enter_hook.remove(self.enter)
+        self.hooks.launch_exit_hook.remove(self.leave)
+        return super().finalize()
+
+
 class FakeOurs:
     """Dry-run stand-in for ours: one 'kernel' per scope entered, written as hatchet."""
 
@@ -206,11 +226,13 @@ PROFILERS = {
     "ours-shadow": lambda: Ours("shadow"),
     "ours-python": lambda: Ours("python"),
     "ours-triton": lambda: Ours("shadow", hook="triton"),
+    "ours-torch": lambda: Ours("shadow", hook="torch"),
     "upstream-shadow": lambda: Upstream("shadow"),
     "upstream-python": lambda: Upstream("python"),
     "upstream-triton": lambda: Upstream("shadow", hook="triton"),
     "torch": TorchProfiler,
     "floor": Floor,
+    "floor-triton-hook": FloorTritonHook,
     "fake-ours": FakeOurs,
     "fake-floor": FakeFloor,
     "broken": Broken,

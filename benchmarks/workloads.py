@@ -105,6 +105,39 @@ class MLP(_Torch):
         torch.cuda.synchronize()
 
 
+class Decoder(_Torch):
+    """A transformers decoder training step: a 4-layer Llama built from a config (hidden 512,
+    8 heads, vocabulary 8 192), batch 8 × 256 tokens, bf16, AdamW."""
+
+    kernels_per_step = None
+
+    def setup(self):
+        self._init_torch()
+        torch = self.torch
+        try:
+            from transformers import LlamaConfig, LlamaForCausalLM
+        except ImportError as exc:
+            raise RuntimeError(f"the decoder workload needs transformers ({exc})") from None
+        torch.manual_seed(0)
+        config = LlamaConfig(hidden_size=512, intermediate_size=1408, num_hidden_layers=4, num_attention_heads=8,
+                             num_key_value_heads=8, vocab_size=8192, max_position_embeddings=512)
+        self.model = LlamaForCausalLM(config).to(device="cuda", dtype=torch.bfloat16)
+        self.opt = torch.optim.AdamW(self.model.parameters(), lr=1e-4)
+        self.ids = torch.randint(0, config.vocab_size, (8, 256), device="cuda")
+        for _ in range(2):
+            self.step(_no_scope)
+
+    def step(self, scope):
+        with scope("forward"):
+            loss = self.model(input_ids=self.ids, labels=self.ids).loss
+        with scope("backward"):
+            loss.backward()
+        with scope("optimizer"):
+            self.opt.step()
+            self.opt.zero_grad(set_to_none=True)
+        self.torch.cuda.synchronize()
+
+
 class Graph(_Torch):
     """CUDA-graph replay: 200 tiny kernels captured once, replayed 10 times per step."""
 
@@ -258,6 +291,7 @@ def _no_scope(name):
 WORKLOADS = {
     "launch": Launch,
     "mlp": MLP,
+    "decoder": Decoder,
     "graph": Graph,
     "triton_matmul": TritonMatmul,
     "triton_launch": TritonLaunch,
@@ -265,7 +299,7 @@ WORKLOADS = {
     "sleep": Sleep,
     "nap": Sleep,  # a second dry-run workload: lanes (run.py --gpus) need two to split
 }
-GPU_WORKLOADS = ["launch", "mlp", "graph", "triton_matmul", "triton_launch", "jax"]
+GPU_WORKLOADS = ["launch", "mlp", "decoder", "graph", "triton_matmul", "triton_launch", "jax"]
 
 
 def make(name: str):

@@ -196,6 +196,7 @@ class ContextSource:
     def uninstall(self, session) -> None:
         """Called when that session is finalized."""
 
-    def rewrite(self, path: tuple[str, ...], kernel: str) -> tuple[tuple[str, ...], str]:
-        """Return the (path, kernel name) a kernel record is filed under."""
+    def rewrite(self, path: tuple[str, ...], kernel: str) -> tuple:
+        """Return the (path, kernel name) a kernel record is filed under; a third item, if given,
+        is ``[(metric name, number)]`` set on the kernel's node (properties: ``name (pty)``)."""
         return path, kernel

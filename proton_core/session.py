@@ -21,7 +21,7 @@ from .data.trace import KernelEvent
 from .errors import BackendUnavailable, ProtonError
 from .phases import Phases
 from .data.tree import merge_metrics
-from .metrics import read_tensor
+from .metrics import parse_name as parse_metric_name, read_tensor
 from .plugins import get_plugins
 
 DATA_KINDS = ("tree", "trace")
@@ -109,29 +109,36 @@ class Session:
         return path
 
     def kernel_path(self, elements, kernel: str):
-        """Names of the kernel's parent path and its node name (an op renames it)."""
+        """Names of the kernel's parent path, its node name (an op renames it) and the properties a
+        layer gave the kernel node (``[(metric name, number)]``, e.g. the scopes an XLA fusion spans)."""
         if elements and elements[-1][0] == OP:
             kernel = elements[-1][1]
             elements = elements[:-1]
         path = tuple(name for _, name in elements)
+        properties = ()
         for _, layer in self.layers:
-            path, kernel = layer.rewrite(path, kernel)
-        return path, kernel
+            rewritten = layer.rewrite(path, kernel)
+            path, kernel = rewritten[0], rewritten[1]
+            if len(rewritten) > 2 and rewritten[2]:
+                properties = rewritten[2]
+        return path, kernel, properties
 
     def add_record(self, phase, node_id, kernel, device_id, time_ns, count) -> None:
         profile = self.phases.profile_for(phase)
         if profile is None:  # its phase was cleared before it was complete
             self.phases.late += count
             return
-        path, kernel = self.kernel_path(self.elements(node_id), kernel)
+        path, kernel, properties = self.kernel_path(self.elements(node_id), kernel)
         profile.tree.add_kernel(path, kernel, self.backend_state.device_type, device_id, time_ns, count)
+        if properties:
+            profile.tree.add_metrics(path + (kernel,), [(parse_metric_name(n), v) for n, v in properties])
         self.phases.counts[phase] = self.phases.counts.get(phase, 0) + count
 
     def add_event(self, phase, node_id, kernel, device_id, stream, start, end, launch, tid) -> None:
         profile = self.phases.profile_for(phase)
         if profile is None:
             return  # counted with its record
-        path, kernel = self.kernel_path(self.elements(node_id), kernel)
+        path, kernel, _ = self.kernel_path(self.elements(node_id), kernel)
         profile.trace.kernels.append(
             KernelEvent(path, kernel, self.backend_state.device_type, device_id, stream, start, end, launch, tid)
         )

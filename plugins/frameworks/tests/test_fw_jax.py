@@ -66,7 +66,7 @@ def test_parse_maps_fusions_to_scopes_and_lines():
     assert by_scope["scope1"] and by_scope["scope2"], fusions  # each scope compiled to its own kernel
     for scope, tag in (("scope1", "LINE-scope1"), ("scope2", "LINE-scope2")):
         for fusion in by_scope[scope]:
-            elements, source = table[kernel_key(fusion)]
+            elements, source, _ = table[kernel_key(fusion)]
             assert elements == ("jit(two_scopes)", scope)
             assert source == f"{HERE}:{line_of(tag)}"
 
@@ -79,7 +79,42 @@ ENTRY %main (p: f32[4]) -> f32[4] {
 }
 """
     table = parse_hlo(text)
-    assert table == {"loop_add_fusion_3": (("jit(g)", "outer", "inner"), "model.py:42")}
+    assert table == {"loop_add_fusion_3": (("jit(g)", "outer", "inner"), "model.py:42", frozenset())}
+
+
+FUSED_ACROSS_SCOPES = """HloModule jit_h
+%fused_computation.1 (param_0: f32[4]) -> f32[4] {
+  %param_0 = f32[4]{0} parameter(0)
+  %multiply.1 = f32[4]{0} multiply(%param_0, %param_0), metadata={op_type="mul" op_name="jit(h)/scale/mul"}
+  %sine.2 = f32[4]{0} sine(%multiply.1), metadata={op_type="sin" op_name="jit(h)/act/inner/sin"}
+  ROOT %add.3 = f32[4]{0} add(%sine.2, %param_0), metadata={op_type="add" op_name="jit(h)/act/add"}
+}
+
+ENTRY %main (p: f32[4]) -> f32[4] {
+  %p = f32[4]{0} parameter(0)
+  ROOT %loop_add_fusion = f32[4]{0} fusion(%p), kind=kLoop, calls=%fused_computation.1, metadata={op_type="add" op_name="jit(h)/act/add"}
+}
+"""
+
+
+def test_a_fusion_of_several_scopes_is_placed_by_its_root_and_names_the_others():
+    elements, _, others = parse_hlo(FUSED_ACROSS_SCOPES)["loop_add_fusion"]
+    assert elements == ("jit(h)", "act")
+    assert others == {("jit(h)", "scale"), ("jit(h)", "act", "inner")}
+    assert jax_scopes.fused_label("loop_add_fusion", elements, others) == "loop_add_fusion [+act/inner, scale]"
+
+
+def test_a_fused_kernel_node_carries_its_other_scopes(tmp_path, fake):
+    jax_scopes.register_hlo_text(FUSED_ACROSS_SCOPES)
+    proton.start(str(tmp_path / "p"), backend="fake", hook="jax")
+    fake.launch("loop_add_fusion", 7)
+    fake.launch("loop_add_fusion", 7)
+    proton.finalize()
+    act = node(load(tmp_path / "p.hatchet")[0], "jit(h)", "act")
+    (kernel,) = act["children"]
+    assert kernel["frame"]["name"] == "loop_add_fusion [+act/inner, scale]"
+    assert kernel["metrics"]["count"] == 2
+    assert [v for k, v in kernel["metrics"].items() if k.startswith("fused_scopes")] == [3]  # a property
 
 
 def run_kernels(fake, text, scope, ns):
@@ -190,3 +225,21 @@ def test_xla_kernels_no_executable_explains_are_counted_under_their_own_node(tmp
     assert node(step, "<jax: no HLO match>", "loop_mystery_fusion_2")["metrics"]["count"] == 3
     lines = [r.getMessage() for r in caplog.records if "matched no known executable" in r.getMessage()]
     assert len(lines) == 1 and "loop_mystery_fusion_2" in lines[0]
+
+
+def test_xla_module_ranges_place_library_kernels_under_their_jit_and_vanish(tmp_path, fake):
+    """XLA pushes NVTX ranges naming the module it runs (when an NVTX tool is injected): they are
+    not shown, and a kernel no HLO instruction is named after (cuBLAS) goes under that jit(...)."""
+    jax_scopes.register_hlo_text(FUSED_ACROSS_SCOPES)
+    proton.start(str(tmp_path / "p"), backend="fake", hook="jax")
+    with proton.scope("step"):
+        with proton.scope("TSL::XlaModule:#hlo_module=jit_h,program_id=7#"):
+            fake.launch("loop_add_fusion", 7)
+            fake.launch("sm90_xmma_gemm_f32f32_tn", 5)
+        fake.launch("sm90_xmma_gemm_f32f32_tn", 3)  # outside any XLA module: stays where it is
+    proton.finalize()
+    step = node(load(tmp_path / "p.hatchet")[0], "step")
+    assert sorted(names(step)) == ["jit(h)", "sm90_xmma_gemm_f32f32_tn"]
+    assert sorted(names(node(step, "jit(h)"))) == ["act", "sm90_xmma_gemm_f32f32_tn"]
+    assert node(step, "jit(h)", "sm90_xmma_gemm_f32f32_tn")["metrics"]["count"] == 1
+    assert names(node(step, "jit(h)", "act")) == ["loop_add_fusion [+act/inner, scale]"]

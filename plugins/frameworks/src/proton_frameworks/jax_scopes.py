@@ -45,8 +45,12 @@ _lock = threading.Lock()
 _texts: list[str] = []  # HLO texts observed, parsed lazily at rewrite time
 _table: dict[str, set] = {}  # sanitized kernel name -> {(scope elements, source or None)}
 _resolved: dict[tuple, tuple] = {}  # (path, kernel) -> (path, kernel)
+_modules: dict[str, tuple] = {}  # HLO module name -> its jit element, ("jit(f)",)
 
 _INSTR = re.compile(r"^\s*(?:ROOT\s+)?%?([A-Za-z_][\w.\-]*)\s*=\s.*?,?\s*metadata=\{(.*)\}")
+_INSTR_NAME = re.compile(r"^\s*(?:ROOT\s+)?%?([A-Za-z_][\w.\-]*)\s*=\s")
+_COMPUTATION = re.compile(r"^\s*(?:ENTRY\s+)?%?([A-Za-z_][\w.\-]*)\s*(?:\(.*\))?\s*(?:->\s*.*)?\{\s*$")
+_CALLS = re.compile(r"\bcalls=(\{[^}]*\}|%?[\w.\-]+)")
 _OP_NAME = re.compile(r'op_name="((?:[^"\\]|\\.)*)"')
 _SOURCE_FILE = re.compile(r'source_file="((?:[^"\\]|\\.)*)"')
 _SOURCE_LINE = re.compile(r"source_line=(\d+)")
@@ -56,6 +60,10 @@ _FIELD = re.compile(r"(\w+)=(\d+)")
 _SANITIZE = re.compile(r"[^A-Za-z0-9_]")
 #: How XLA on GPU names the kernels it generates (library kernels look otherwise).
 _XLA_KERNEL = re.compile(r"(^|_)fusion(_\d+)?$|^(loop|input|wrapped|triton_gemm|triton_softmax)_")
+_MODULE = re.compile(r"^\s*HloModule\s+([\w.\-]+)", re.M)
+#: XLA's own NVTX ranges (TSL's annotations, pushed when an NVTX tool such as Proton's is
+#: injected): the executable being run, and where XLA says so, the HLO instruction.
+_XLA_RANGE = re.compile(r"^(?:TSL::)?XlaModule:#hlo_module=([^,#]+)|#hlo_op=([^,#]+)")
 UNPLACED = "<jax: no HLO match>"
 _unplaced: set[str] = set()  # XLA-looking kernel names no executable explained, since the last report
 
@@ -72,14 +80,21 @@ def _source(file: str | None, line) -> str | None:
 
 
 def parse_hlo(text: str) -> dict[str, tuple]:
-    """Map kernel names to ``(scope elements, "file:line" or None)`` for one HLO module's text.
+    """Map kernel names to ``(scope elements, "file:line" or None, other scopes)`` for one HLO module.
 
     Scope elements are the ``op_name`` components without the last one (the
     primitive, e.g. ``sin``): ``jit(f)/scope1/sin`` -> ``("jit(f)", "scope1")``.
+    A fusion is placed by its own metadata (its root instruction's); *other
+    scopes* are the named scopes of the instructions it fused that are not on
+    that path (XLA fusing ops of ``scope1`` and ``scope2`` into one kernel).
     """
     files, locations, frames = {}, {}, {}
     section = None
-    instrs = []
+    computation = None
+    instrs = []  # (computation, name, metadata)
+    calls: dict[str, list[str]] = {}  # instruction name -> computations it calls
+    body: dict[str, list[str]] = {}  # computation -> the metadata of its instructions
+    callees: dict[str, list[str]] = {}  # computation -> computations its instructions call
     for line in text.splitlines():
         stripped = line.strip()
         if stripped in ("FileNames", "FunctionNames", "FileLocations", "StackFrames"):
@@ -98,16 +113,57 @@ def parse_hlo(text: str) -> dict[str, tuple]:
                 continue
             if stripped:
                 section = None
+        if stripped.endswith("{") and "=" not in stripped.split("(", 1)[0]:
+            header = _COMPUTATION.match(line)
+            if header:
+                computation = header.group(1)
+                continue
+        if stripped == "}":
+            computation = None
+            continue
+        called = _CALLS.search(line)
+        if called:
+            targets = [t.strip().lstrip("%") for t in called.group(1).strip("{}").split(",") if t.strip()]
+            named = _INSTR_NAME.match(line)
+            if named:
+                calls[named.group(1)] = targets
+            if computation is not None:
+                callees.setdefault(computation, []).extend(targets)
         if "metadata={" in line:
             m = _INSTR.match(line)
             if m:
-                instrs.append((m.group(1), m.group(2)))
-    out = {}
-    for name, meta in instrs:
+                instrs.append((computation, m.group(1), m.group(2)))
+                if computation is not None:
+                    body.setdefault(computation, []).append(m.group(2))
+
+    def elements_of(meta):
         op = _OP_NAME.search(meta)
         if not op or "/" not in op.group(1):
+            return None
+        return tuple(e for e in op.group(1).split("/")[:-1] if e)
+
+    scope_memo: dict[str, frozenset] = {}
+
+    def scopes_in(comp: str, seen=()) -> frozenset:
+        if comp in scope_memo:
+            return scope_memo[comp]
+        found = {e for e in map(elements_of, body.get(comp, ())) if e}
+        for callee in callees.get(comp, ()):
+            if callee not in seen:
+                found |= scopes_in(callee, seen + (comp,))
+        scope_memo[comp] = frozenset(found)
+        return scope_memo[comp]
+
+    out = {}
+    module = _MODULE.search(text)
+    if module and instrs:
+        first = next((elements_of(m) for _, _, m in instrs if elements_of(m)), None)
+        if first:
+            _modules[module.group(1)] = first[:1]  # "jit_f" -> ("jit(f)",)
+    for _, name, meta in instrs:
+        elements = elements_of(meta)
+        if elements is None:
             continue
-        elements = tuple(e for e in op.group(1).split("/")[:-1] if e)
         source = None
         frame = _FRAME_ID.search(meta)
         if frame:
@@ -117,8 +173,30 @@ def parse_hlo(text: str) -> dict[str, tuple]:
             sf, sl = _SOURCE_FILE.search(meta), _SOURCE_LINE.search(meta)
             if sf and sl:
                 source = _source(sf.group(1), sl.group(1))
-        out[kernel_key(name)] = (elements, source)  # later (entry computation) instructions win
+        fused = frozenset()
+        for callee in calls.get(name, ()):
+            fused |= scopes_in(callee)
+        others = frozenset(e for e in fused if e != elements and elements[:len(e)] != e)
+        out[kernel_key(name)] = (elements, source, others)  # later (entry computation) instructions win
     return out
+
+
+def _strip_xla_ranges(path: tuple) -> tuple:
+    """``path`` without XLA's own NVTX ranges, and the module and instruction they named."""
+    module = op = None
+    kept = []
+    for element in path:
+        m = _XLA_RANGE.search(element) if "#hlo_" in element else None
+        if m is None:
+            kept.append(element)
+            continue
+        module = module or m.group(1)
+        ops = re.findall(r"#?hlo_op=([^,#]+)", element)
+        if ops:
+            op = ops[-1]
+    if module is None and op is None:
+        return path, None, None
+    return tuple(kept), module, op
 
 
 def register_hlo_text(text: str) -> None:
@@ -182,16 +260,33 @@ def _tables() -> dict[str, set]:
 
 
 def _common(entries) -> tuple:
+    """(path elements to file the kernel under, other scopes it fused) for its table entries."""
     if len(entries) == 1:
-        elements, source = next(iter(entries))
-        return elements + ((source,) if source else ())
-    lists = [e for e, _ in entries]
+        elements, source, others = next(iter(entries))
+        return elements + ((source,) if source else ()), others
+    lists = [e for e, _, _ in entries]
     common = []
     for parts in zip(*lists):
         if any(p != parts[0] for p in parts):
             break
         common.append(parts[0])
-    return tuple(common)
+    common = tuple(common)
+    others = frozenset(o for _, _, os_ in entries for o in os_ if o != common and common[:len(o)] != o)
+    return common, others
+
+
+def fused_label(kernel: str, placed: tuple, others) -> str:
+    """``loop_fusion [+scope2, outer/inner]``: the kernel's name with the other scopes it fused,
+    each written from where it leaves the path the kernel is filed under."""
+    if not others:
+        return kernel
+    names = []
+    for other in sorted(others):
+        shared = 0
+        while shared < min(len(other), len(placed)) - 1 and other[shared] == placed[shared]:
+            shared += 1
+        names.append("/".join(other[shared:]))
+    return f"{kernel} [+{', '.join(names)}]"
 
 
 def reset() -> None:
@@ -201,6 +296,7 @@ def reset() -> None:
         _table.clear()
         _resolved.clear()
         _harvested.clear()
+        _modules.clear()
         _unplaced.clear()
 
 
@@ -273,9 +369,20 @@ class JaxSource(ContextSource):
         found = _resolved.get(key)
         if found is not None:
             return found
-        entries = _tables().get(kernel_key(kernel))
+        path, module, op = _strip_xla_ranges(path)
+        entries = _tables().get(kernel_key(kernel)) or (_tables().get(kernel_key(op)) if op else None)
+        if not entries and module is not None and _modules.get(module):
+            # A library kernel (cuBLAS, cuDNN) or one XLA named otherwise, launched while XLA ran
+            # this module: at least under its jit(...).
+            found = (path + _modules[module], kernel)
+            _resolved[key] = found
+            return found
         if entries:
-            found = (path + _common(entries), kernel)
+            placed, others = _common(entries)
+            # The kernel node says which other named scopes XLA fused into it: in its name, and
+            # how many named scopes it spans as a property.
+            found = (path + placed, fused_label(kernel, placed, others),
+                     [("fused_scopes (pty)", 1 + len(others))] if others else ())
         elif _XLA_KERNEL.search(kernel_key(kernel)):
             found = (path + (UNPLACED,), kernel)
             _unplaced.add(kernel)
