@@ -12,7 +12,7 @@ import functools
 import threading
 import time
 
-from .context import ROOT_ID, SCOPE, THREAD, TREE
+from .context import OP, ROOT_ID, SCOPE, THREAD, TREE
 from .errors import ProtonError
 from .metrics import parse_metrics, parse_name
 from .data.trace import ScopeEvent
@@ -64,6 +64,7 @@ def _push(name: str, ids: dict | None = None) -> int:
 
 
 _INDEX = TREE._index  # (parent, kind, name) -> id: read directly on the per-event paths
+_ENTRIES = TREE._entries  # id -> (parent, kind, name), likewise
 
 
 def _announce(t, innermost: int, plain: bool) -> None:
@@ -105,9 +106,18 @@ def close_unchecked(ctx: int) -> bool:
 def open_op_unchecked(name: str) -> int:
     """``enter_scope(name, triton_op=True)`` for per-launch hooks: no checks, no metrics."""
     t = THREAD
+    if t.op is None:
+        base = t.current  # the context without an op, which close_op returns to
+    else:
+        t.op = None
+        base = t.recompute()
     t.op = name
-    ctx = t.recompute()
-    MANAGER.notify_context(ctx)
+    ctx = _INDEX.get((base, OP, name))
+    if ctx is None:
+        ctx = TREE.child(base, OP, name)
+    t.current = ctx
+    for setter in MANAGER.setters:
+        setter(ctx)
     return ctx
 
 
@@ -115,7 +125,15 @@ def close_op_unchecked() -> None:
     """``exit_scope(triton_op=True)`` for per-launch hooks."""
     t = THREAD
     t.op = None
-    MANAGER.notify_context(t.recompute())
+    ctx = t.current
+    entry = _ENTRIES[ctx] if ctx < len(_ENTRIES) else None
+    if entry is not None and entry[1] == OP:
+        ctx = entry[0]  # an op is the innermost element of its context: back to what it was opened in
+    else:
+        ctx = t.recompute()
+    t.current = ctx
+    for setter in MANAGER.setters:
+        setter(ctx)
 
 
 def _mismatch(name: str, top: str):

@@ -20,6 +20,7 @@ from .data import Profile, Trace
 from .data.trace import KernelEvent
 from .errors import BackendUnavailable, ProtonError
 from .phases import Phases
+from .tallies import Tallies
 from .data.tree import merge_metrics
 from .metrics import parse_name as parse_metric_name, read_tensor
 from .plugins import get_plugins
@@ -66,6 +67,7 @@ class Session:
         self.closed = False  # detached from its backend; only writing is left
         self.phases = Phases(lambda: Profile(name, base_name, data, trace=Trace() if data == "trace" else None))
         self.pending: list = []  # (phase, path, MetricName, tensor) read at flush
+        self.tallies = Tallies()  # per-launch numbers, counted until the next settle
         self.warned_untimed = False
         self.writer = None  # periodic.Writer with mode="periodic_flushing"
         self.parts: list[str] = []  # files periodic writing wrote
@@ -160,12 +162,19 @@ class Session:
         if self.base.python_frames:
             self.add_metrics(self.base.here(), numbers)
             return
-        ctx = THREAD.current
+        if not self.tallies.add(THREAD.current, numbers):
+            self._merge_at(THREAD.current, numbers)
+
+    def _merge_at(self, ctx: int, numbers) -> None:
         tree = self.profile.tree
         node = tree.context_nodes.get(ctx)
         if node is None:
-            node = tree.context_nodes[ctx] = tree.node(tuple(name for _, name in self.base.here()))
+            node = tree.context_nodes[ctx] = tree.node(tuple(name for _, name in self.base.spell_context(ctx)))
         merge_metrics(node, numbers)
+
+    def settle(self) -> None:
+        """Multiply the counted per-launch numbers into the current phase (manager lock held)."""
+        self.tallies.settle(self._merge_at)
 
     def resolve_pending(self) -> None:
         """Read the tensor metric values; a bad one is left out with one warning, never the profile."""
@@ -411,6 +420,7 @@ class Manager:
         for epoch in [e for e in epochs if complete and e < epoch_at_start]:
             del epochs[epoch]
         for session, phase in current:
+            session.settle()
             if complete:
                 session.phases.flushed(phase)
             for profile in session.phases.profiles.values():
@@ -446,6 +456,7 @@ class Manager:
         """Close ``session_id``'s current phase; kernels launched from now on go to the next one."""
         with self.lock:
             session = self._one(session_id)
+            session.settle()  # what was counted so far belongs to the phase that ends
             phase = session.phases.advance()
             self._refresh()  # a new epoch carries the new phase
             session.backend_state.backend.phase_ended()

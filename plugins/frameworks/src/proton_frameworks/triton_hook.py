@@ -82,9 +82,28 @@ def _plan(keys: tuple) -> list:
 _PLANS: dict = {}
 
 
+#: (keys, values) of a launch_metadata dict -> its checked numbers (one tuple object per distinct
+#: dict, which the core counts per launch instead of merging), or False: take the general path
+_CHECKED: dict = {}
+_MAX_CHECKED = 65536
+
+
 def _plain_numbers(data: dict):
-    """[(metric name, value)] when every metric is a plain non-negative finite int/float, else None."""
-    keys = tuple(data)
+    """((metric name, value), ...) when every metric is a plain non-negative finite int/float, else None."""
+    keys, values = tuple(data), tuple(data.values())
+    try:
+        found = _CHECKED.get((keys, values))
+    except TypeError:  # an unhashable value (a list): the general path explains it
+        return None
+    if found is None:
+        found = _check(keys, data)
+        if len(_CHECKED) >= _MAX_CHECKED:  # values that change at every launch: stay bounded
+            _CHECKED.clear()
+        _CHECKED[(keys, values)] = found
+    return found if found is not False else None
+
+
+def _check(keys: tuple, data: dict):
     plan = _PLANS.get(keys) or _plan(keys)
     out = []
     for key, name in plan:
@@ -93,8 +112,8 @@ def _plain_numbers(data: dict):
         if (kind is int or kind is float) and 0 <= value < _INF and name is not None:
             out.append((name, value))
         elif value is not None and kind is not bool:
-            return None  # a tensor, another number type or a bad value: the general path decides
-    return out
+            return False  # a tensor, another number type or a bad value: the general path decides
+    return tuple(out)
 
 
 def launch_enter(meta) -> None:
