@@ -33,7 +33,24 @@ rm -rf proton.egg-info plugins/*/src/proton_{cupti,frameworks,roctracer,instrume
 export SKBUILD_CMAKE_DEFINE="${SKBUILD_CMAKE_DEFINE:+$SKBUILD_CMAKE_DEFINE;}PROTON_CUPTI_TESTING=ON"
 plugins=()
 for dir in plugins/*/; do
-  [ -f "$dir/pyproject.toml" ] && plugins+=(-e "$dir")
+  # proton-profiler-torch compiles against the torch installed above: built below, without isolation.
+  [ -f "$dir/pyproject.toml" ] && [ "$dir" != plugins/torch/ ] && plugins+=(-e "$dir")
 done
 $PY -m pip install -q -e ".[viewer,test]" "${plugins[@]}"
-echo "proton-profiler installed: core and $(( ${#plugins[@]} / 2 )) plugin distributions"
+$PY -m pip install -q "setuptools>=77"  # the torch plugin builds with the environment's own (PEP 639 metadata)
+$PY -m pip install -q --no-build-isolation --no-deps -e plugins/torch
+echo "proton-profiler installed: core and $(( ${#plugins[@]} / 2 + 1 )) plugin distributions"
+# The --html page's browser test drives Debian's Chromium through playwright (the test extra);
+# playwright's own browser download does not work here. Quietly, and never failing the install.
+if [ ! -x /usr/bin/chromium ] && command -v apt-get >/dev/null 2>&1; then
+  apt=()
+  if [ "$(id -u)" = 0 ]; then apt=(env DEBIAN_FRONTEND=noninteractive apt-get)
+  elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
+    apt=(sudo -n env DEBIAN_FRONTEND=noninteractive apt-get)
+  fi
+  if [ ${#apt[@]} -gt 0 ] && { "${apt[@]}" update -qq && "${apt[@]}" install -y -qq chromium; } >/dev/null 2>&1; then
+    echo "chromium installed (the --html browser test)"
+  else
+    echo "chromium not installed (no root or apt-get failed): the --html browser test will be skipped"
+  fi
+fi

@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -225,7 +226,7 @@ def test_installed_entry_points(tmp_path):
     proc = subprocess.run([exe, "--module", "pkg.prog"], cwd=tmp_path, env=env, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     out = subprocess.run([viewer, "-m", "n", "proton.hatchet"], cwd=tmp_path, capture_output=True, text=True)
-    assert out.returncode == 0 and "4.000 s" in out.stdout
+    assert out.returncode == 0 and re.search(r"^\s*4\.000\s+└─ s$", out.stdout, re.M), out.stdout
     for command, name in ((exe, "proton-profile"), (viewer, "proton-view")):
         proc = subprocess.run([command, "--version"], capture_output=True, text=True)
         assert proc.returncode == 0 and proc.stdout.startswith(f"{name} "), proc.stderr

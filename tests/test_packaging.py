@@ -20,7 +20,7 @@ pytestmark = pytest.mark.packaging
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 INDEX = os.environ.get("PIP_INDEX_URL", "https://pypi.org/simple").rstrip("/")
-PLUGINS = ("cupti", "frameworks", "instrumentation", "nvtx", "roctracer")
+PLUGINS = ("cupti", "frameworks", "instrumentation", "nvtx", "roctracer", "torch")
 # The Triton the brief names: its wheel (188 MB, about 6 s from PyPI) has both console scripts.
 TRITON = "triton==3.6.0"
 OURS = {"proton-profile": "proton_core.cli:main", "proton-view": "proton_core.viewer:main"}
@@ -137,6 +137,10 @@ def test_wheels_carry_license_py_typed_and_a_manylinux_tag(built):
         assert "License-Expression: MIT" in meta and "Project-URL: Source, " in meta, wheel.name
         if dist in ("proton_profiler_cupti", "proton_profiler_nvtx"):  # native code
             assert "-manylinux_" in wheel.name, wheel.name
+        if dist == "proton_profiler_torch":
+            # Its extension is compiled against the user's torch at install (--no-build-isolation); an isolated
+            # build has no torch, so the release wheel is pure Python and says how to build the extension.
+            assert wheel.name.endswith("-py3-none-any.whl"), wheel.name
 
 
 def test_installs_profiles_and_views(ours, tmp_path):

@@ -12,9 +12,8 @@ from proton_core.testing import load_profile as load
 from proton_core import viewer
 from proton_core.viewer import peaks
 
-pytest.importorskip("hatchet", reason="proton-view renders with llnl-hatchet (pip install proton-profiler[viewer])")
-
-NUM = r"(-?(?:\d+\.\d+|nan|inf))"
+NUM = r"(?:-?(?:\d+\.\d+|inf)|-)"  # a printed value; "-" where the node has none
+LINE = re.compile(r"^\s*((?:" + NUM + r"\s+)+)\s*[│├└─ ]*(?:\[level \d+\] )?(\S.*?)(?: — .*)?$")
 
 
 def show(capsys, *argv):
@@ -24,17 +23,28 @@ def show(capsys, *argv):
     return out
 
 
+def tree(out):
+    """(name, values) of each tree line: the lines after the header, up to the kernel list."""
+    lines = out.split("kernels sorted by")[0].splitlines()
+    assert lines[0].split()[-1] == "name", lines[0]  # the header names every column
+    parsed = []
+    for line in lines[1:]:
+        m = LINE.match(line)
+        assert m, f"not a tree line: {line!r}"
+        parsed.append((m.group(2), [None if x == "-" else float(x) for x in m.group(1).split()]))
+    return parsed
+
+
 def row(out, name):
-    """The numbers printed on the tree line of frame ``name``."""
-    for line in out.splitlines():
-        m = re.match(r"^[\s│├└─]*((?:" + NUM + r"\s+)+)(.+)$", line)
-        if m and m.group(3) == name:
-            return [float(x) for x in m.group(1).split()]
+    """The numbers printed on the tree line of frame ``name`` (None for a blank)."""
+    for frame, values in tree(out):
+        if frame == name:
+            return values
     raise AssertionError(f"no tree line for {name!r} in:\n{out}")
 
 
 def names(out):
-    return [re.sub(r"^[\s│├└─]*(?:" + NUM + r"\s+)+", "", line) for line in out.splitlines()]
+    return [frame for frame, _ in tree(out)]
 
 
 @pytest.fixture
@@ -332,16 +342,20 @@ def test_util_unknown_arch_is_one_line(capsys, tmp_path):
     assert "no peak FLOP/s table for CUDA arch '75'" in bad(capsys, "-m", "util", path)
 
 
-def test_missing_hatchet_says_how_to_install(tmp_path, two_kernels):
+def test_the_terminal_view_needs_no_hatchet(tmp_path, two_kernels):
+    """The tree is drawn by the viewer itself; llnl-hatchet is only for load_graphframe, which says how to get it."""
     shadow = tmp_path / "shadow" / "hatchet"
     shadow.mkdir(parents=True)
     (shadow / "__init__.py").write_text("raise ImportError('hidden for the test')\n")
     env = {"PYTHONPATH": str(tmp_path / "shadow"), "PATH": "/usr/bin:/bin"}
-    proc = subprocess.run([sys.executable, "-m", "proton_core.viewer", "-m", "time/s", str(two_kernels)],
+    proc = subprocess.run([sys.executable, "-m", "proton_core.viewer", "-m", "time/ns", str(two_kernels)],
                           capture_output=True, text=True, env=env)
-    assert proc.returncode == 2
-    assert proc.stderr.strip() == ("proton-view: llnl-hatchet is not installed (it draws the tree): "
-                                   "pip install proton-profiler[viewer]")
+    assert proc.returncode == 0, proc.stderr
+    assert row(proc.stdout, "k1") == [3000.0]
+    code = f"from proton_core.viewer import load_graphframe; load_graphframe({str(two_kernels)!r})"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert proc.returncode == 1
+    assert "llnl-hatchet is not installed: pip install proton-profiler[viewer]" in proc.stderr
 
 
 # ------------------------------------------------------------- part files ----

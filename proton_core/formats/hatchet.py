@@ -13,6 +13,7 @@ values) and taking a bare root node as ``[root, {}]``.
 
 from __future__ import annotations
 
+import gc
 import json
 import math
 import os
@@ -25,6 +26,10 @@ from ..metrics import COUNT_KEY, DEVICE_ID_KEY, DEVICE_TYPE_KEY, TIME_KEY
 DROPPED_KEY = "dropped"
 UNOBSERVED_KEY = "unobserved (ns)"
 UNTIMED_KEY = "untimed"
+#: Key of the root literal that says what the file is (session name, context, ...).  Hatchet and
+#: upstream's viewer read only ``frame``/``metrics``/``children`` of a node, so it is invisible to them;
+#: not in the root's frame (a frame is the node's identity: runs of other names would not diff).
+METADATA_KEY = "metadata"
 
 #: Keys that label a kernel node rather than measure it.
 LABEL_KEYS = (DEVICE_ID_KEY, DEVICE_TYPE_KEY)
@@ -73,15 +78,30 @@ def literal(tree) -> dict:
     return root
 
 
-def document(profile) -> list:
+def metadata(profile) -> dict:
+    """What a profile is, for the root's ``metadata``: session name, context, data kind, backend if known, writer."""
+    from .._version import __version__
+
+    out = {"name": profile.name, "context": profile.context, "data": profile.data}
+    backend = getattr(profile, "backend", None)  # set by sessions that record it
+    if backend:
+        out["backend"] = str(backend)
+    out["writer"] = f"proton-profiler {__version__}"
+    return out
+
+
+def document(profile, metadata: dict | None = None) -> list:
     """``[root literal, device_info]`` of a :class:`~proton_core.data.Profile`.
 
     Kernels the backend lost (``profile.dropped``) are the root's ``dropped``
     metric, so a reader of the file sees that the counts are short, and by how much;
     time the backend could not see launches is its ``unobserved (ns)``, kernels
-    counted without a duration its ``untimed``.
+    counted without a duration its ``untimed``.  ``metadata`` (strings) goes
+    under the root's ``metadata`` key.
     """
     root = literal(profile.tree)
+    if metadata:
+        root[METADATA_KEY] = metadata
     if profile.dropped:
         root["metrics"][DROPPED_KEY] = profile.dropped
     if profile.unobserved_ns:
@@ -91,9 +111,9 @@ def document(profile) -> list:
     return [root, profile.device_info()]
 
 
-def write(profile, path: str) -> None:
+def write(profile, path: str, metadata: dict | None = None) -> None:
     """Write ``profile`` to ``path`` as compact hatchet JSON (encoded whole, then one write)."""
-    doc = document(profile)
+    doc = document(profile, metadata)
     try:
         text = json.dumps(doc, separators=SEPARATORS)
     except RecursionError:  # deeper than the C encoder goes: the same bytes, built without recursion
@@ -127,20 +147,31 @@ def _dumps_flat(doc: list) -> str:
     return "".join(out)
 
 
-def _loads(text: str):
-    """``json.loads``; for documents deeper than the C parser goes, the pure-Python parser with room for MAX_DEPTH."""
+def _loads(text: str, object_hook=None):
+    """``json.loads``; for documents deeper than the C parser goes, the pure-Python parser with room for MAX_DEPTH.
+
+    The cyclic garbage collector is paused while parsing: a large profile is
+    millions of new containers, and the collections they trigger cost more than
+    the parse itself while freeing nothing.
+    """
+    paused = gc.isenabled()
+    gc.disable()
     try:
-        return json.loads(text)
-    except RecursionError:
-        pass
-    decoder = json.JSONDecoder()
-    decoder.scan_once = json.scanner.py_make_scanner(decoder)  # Python-level recursion only: no C stack used
-    old = sys.getrecursionlimit()
-    sys.setrecursionlimit(old + 4 * MAX_DEPTH)  # an object level costs a few Python frames
-    try:
-        return decoder.decode(text)
+        try:
+            return json.loads(text, object_hook=object_hook)
+        except RecursionError:
+            pass
+        decoder = json.JSONDecoder(object_hook=object_hook)
+        decoder.scan_once = json.scanner.py_make_scanner(decoder)  # Python-level recursion only: no C stack used
+        old = sys.getrecursionlimit()
+        sys.setrecursionlimit(old + 4 * MAX_DEPTH)  # an object level costs a few Python frames
+        try:
+            return decoder.decode(text)
+        finally:
+            sys.setrecursionlimit(old)
     finally:
-        sys.setrecursionlimit(old)
+        if paused:
+            gc.enable()
 
 
 # ------------------------------------------------------------------ reader ----
@@ -182,6 +213,8 @@ class Profile:
     path: str
     root: Node
     devices: dict = field(default_factory=dict)
+    #: The root's ``metadata`` (what the file is), ``{}`` where the writer gave none (upstream's files).
+    metadata: dict = field(default_factory=dict)
 
     def metric_keys(self) -> list[str]:
         """Raw metric names present anywhere, in first-seen order."""
@@ -196,11 +229,24 @@ class Profile:
 def read(path) -> Profile:
     """Read a hatchet file (ours or upstream's) into a :class:`Profile`; HatchetError says why not."""
     root, devices = read_document(path)
-    return Profile(str(path), _tree(root, str(path)), devices)
+    meta = root.get(METADATA_KEY)
+    return Profile(str(path), _tree(root, str(path)), devices, meta if isinstance(meta, dict) else {})
 
 
 def read_document(path) -> list:
     """The file's JSON as ``[root literal, device_info]`` (``{}`` where it has none), nodes unchecked."""
+    path = str(path)
+    doc = parse(read_text(path), path)
+    if isinstance(doc, list) and doc and isinstance(doc[0], dict):
+        devices = doc[1] if len(doc) > 1 and isinstance(doc[1], dict) else {}
+        return [doc[0], devices]
+    if isinstance(doc, dict):  # a bare root node
+        return [doc, {}]
+    raise not_profile(path, "expected a JSON list [root, device_info]")
+
+
+def read_text(path) -> str:
+    """A profile file's text; HatchetError (one line) for a missing, unreadable or binary file."""
     path = str(path)
     if not os.path.exists(path):
         raise HatchetError(f"no such file: {path}")
@@ -208,27 +254,26 @@ def read_document(path) -> list:
         raise HatchetError(f"{path} is a directory: pass a .hatchet profile file")
     try:
         with open(path, "rb") as f:
-            text = f.read().decode("utf-8")
-        doc = _loads(text)
+            return f.read().decode("utf-8")
     except OSError as exc:
         raise HatchetError(f"cannot read {path}: {exc.strerror or exc}") from None
     except UnicodeDecodeError:
         raise HatchetError(f"{path} is not JSON (it is binary): pass a .hatchet profile") from None
+
+
+def parse(text: str, path: str, object_hook=None):
+    """JSON of a profile's ``text`` (``object_hook`` as ``json.loads`` takes it); HatchetError for bad JSON."""
+    try:
+        return _loads(text, object_hook)
     except json.JSONDecodeError as exc:
         raise HatchetError(
             f"{path} is not JSON ({exc.msg} at line {exc.lineno} column {exc.colno}): pass a .hatchet profile"
         ) from None
     except RecursionError:
         raise HatchetError(f"{path} is nested too deeply to read (more than {MAX_DEPTH} levels)") from None
-    if isinstance(doc, list) and doc and isinstance(doc[0], dict):
-        devices = doc[1] if len(doc) > 1 and isinstance(doc[1], dict) else {}
-        return [doc[0], devices]
-    if isinstance(doc, dict):  # a bare root node
-        return [doc, {}]
-    raise _not_profile(path, "expected a JSON list [root, device_info]")
 
 
-def _not_profile(path: str, why: str) -> HatchetError:
+def not_profile(path: str, why: str) -> HatchetError:
     return HatchetError(
         f"{path} is not a Proton profile ({why}): pass a .hatchet file written by proton or Triton's proton"
     )
@@ -245,13 +290,13 @@ def _tree(literal: dict, path: str) -> Node:
 
     def make(lit):
         if not isinstance(lit, dict) or not isinstance(lit.get("frame"), dict):
-            raise _not_profile(path, "a node has no 'frame' object")
+            raise not_profile(path, "a node has no 'frame' object")
         name = lit["frame"].get("name")
         if not isinstance(name, str):
-            raise _not_profile(path, "a node's frame has no 'name'")
+            raise not_profile(path, "a node's frame has no 'name'")
         raw = lit.get("metrics") or {}
         if not isinstance(raw, dict):
-            raise _not_profile(path, f"node {name!r} has 'metrics' that is not an object")
+            raise not_profile(path, f"node {name!r} has 'metrics' that is not an object")
         metrics = {}
         for key, value in raw.items():
             if key in LABEL_KEYS:
@@ -260,7 +305,7 @@ def _tree(literal: dict, path: str) -> Node:
                 metrics[key] = number
         children = lit.get("children") or []
         if not isinstance(children, list):
-            raise _not_profile(path, f"node {name!r} has 'children' that is not a list")
+            raise not_profile(path, f"node {name!r} has 'children' that is not a list")
         return Node(name, metrics), children
 
     root, kids = make(literal)

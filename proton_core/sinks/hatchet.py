@@ -9,7 +9,12 @@ from ..formats import hatchet
 from ..plugins import hookimpl
 
 
+def write(profile, path: str) -> None:
+    """The format's writer, with the root's ``metadata`` saying what the profile is (proton-view shows it)."""
+    hatchet.write(profile, path, metadata=hatchet.metadata(profile))
+
+
 @hookimpl
 def proton_register_sinks(register):
-    register("hatchet", hatchet.write, extension="hatchet", data=("tree", "trace"),
+    register("hatchet", write, extension="hatchet", data=("tree", "trace"),
              description="call tree as hatchet JSON (proton-view, hatchet)")

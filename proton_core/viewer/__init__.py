@@ -1,10 +1,13 @@
-"""``proton-view``: show a Proton (or upstream Proton) hatchet profile in the terminal.
+"""``proton-view``: show a Proton (or upstream Proton) hatchet profile in the terminal, or as a picture.
 
     proton-view -m time/ms,time/% profile.hatchet
     proton-view -l profile.hatchet
+    proton-view --html profile.html profile.hatchet
 
 The flags are upstream ``proton-viewer``'s, with their meanings.  Every bad
 input ends in one line on stderr and exit status 2, never a traceback.
+Reading, shaping and printing are each one pass over the profile
+(:mod:`.table` holds it column-wise), so a million nodes take seconds.
 """
 
 from __future__ import annotations
@@ -13,13 +16,17 @@ import argparse
 import sys
 
 from .._version import __version__
-from ..formats.hatchet import HatchetError, read
+from ..formats.hatchet import HatchetError
 from ..progress import progress
-from . import derive, profile, render
-from .profile import ViewerError
+from . import combine, derive, files, frames, names, render, shape, table
+from .describe import profile_words
+from .errors import MissingMetric, ViewerError
+from .graphframe import load_graphframe
+from .table import read
+
+__all__ = ["main", "load_graphframe"]
 
 PROG = "proton-view"
-FORMATS = ("full", "file_function_line", "function_line", "file_function")
 
 
 class Parser(argparse.ArgumentParser):
@@ -32,7 +39,7 @@ class Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     parser = Parser(
         prog=PROG,
-        description="Show a Proton hatchet profile as a call tree with raw or derived metrics.",
+        description="Show a Proton hatchet profile as a call tree with raw or derived metrics, or as a flame graph.",
         epilog=derive.DERIVED_HELP,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -43,7 +50,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="of part files (name.part_N.hatchet), show phase N alone")
     parser.add_argument("-l", "--list", action="store_true", help="list the profile's metrics and derived forms")
     parser.add_argument("-m", "--metrics", default=None,
-                        help="comma-separated metrics, e.g. time/ms,time/%%,tflop16/s (default: time/ns)")
+                        help="comma-separated metrics, e.g. time/ms,time/%%,tflop16/s (default: time/ns); "
+                             "metrics the profile lacks are left out with a warning")
     parser.add_argument("-i", "--include", default=None,
                         help="regex: keep only paths through a frame whose name matches")
     parser.add_argument("-e", "--exclude", default=None, help="regex: drop matching frames and their subtrees")
@@ -51,13 +59,20 @@ def build_parser() -> argparse.ArgumentParser:
                         help="hide frames whose first metric is below this (kept if a descendant passes)")
     parser.add_argument("-d", "--depth", type=int, default=None,
                         help="levels of the tree to show, ROOT being level 1 as upstream counts (default: all)")
-    parser.add_argument("-f", "--format", choices=FORMATS, default="full",
+    parser.add_argument("-f", "--format", choices=tuple(frames.STYLES), default="full",
                         help="Python frames (file:line@function) as: full (path:line@function), file_function_line "
                              "(file:line@function), function_line (line@function), file_function (file@function)")
     parser.add_argument("--print-sorted", "--print_sorted", dest="print_sorted", action="store_true",
                         help="also list kernels (leaf frames) sorted by the first metric")
     parser.add_argument("-diff", "--diff-profile", dest="diff_profile", default=None, metavar="OTHER",
                         help="show this profile minus OTHER, node by node")
+    parser.add_argument("--full-names", action="store_true",
+                        help=f"print names whole (default: longer than {names.SHORT} characters are cut, as upstream "
+                             "does); C++ mangled names are demangled either way")
+    parser.add_argument("--html", default=None, metavar="OUT.html",
+                        help="write an interactive flame graph (one offline file) instead of printing the tree")
+    parser.add_argument("--speedscope", default=None, metavar="OUT.json",
+                        help="write the tree in speedscope's file format instead of printing it")
     parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
     return parser
 
@@ -67,54 +82,108 @@ def label(args) -> str:
     return args.profile[0] if len(args.profile) == 1 else f"{args.profile[0]} (+{len(args.profile) - 1} more)"
 
 
-def run(args) -> str:
-    """Everything but argument parsing; returns the text to print."""
-    if args.depth is not None and args.depth < 1:
-        raise ViewerError(f"-d/--depth counts ROOT as level 1 (as upstream does): give 1 or more, not {args.depth}")
-    files = profile.expand(args.profile, args.phase)
-    data = read(files[0])
-    for name in files[1:]:  # phases of one run, or runs to add up
-        other = read(name)
-        for tree in (data.root, other.root):
-            profile.format_frames(tree, "full")
-        data.root = profile.merge(data.root, other.root)
-        data.devices = {**other.devices, **data.devices}
-    if args.list:
-        return "\n".join(derive.describe(data))
-    hatchet = render.import_hatchet()
-    if hatchet is None:
-        raise ViewerError(render.INSTALL_HINT)
-    root = data.root
-    if args.diff_profile:
-        other = read(args.diff_profile)
-        for tree in (data.root, other.root):  # old- and new-spelled frames of the same line must match
-            profile.format_frames(tree, "full")
-        root = profile.diff(data.root, other.root)
-        data.root = root
-        if not data.devices:
-            data.devices = other.devices
-    profile.drop_metadata(root)
-    profile.format_frames(root, args.format)
-    if args.include:
-        profile.include(root, profile.compile_regex(args.include, "-i/--include"))
-    if args.exclude:
-        profile.exclude(root, profile.compile_regex(args.exclude, "-e/--exclude"))
-    metrics = [m.strip() for m in args.metrics.split(",") if m.strip()] if args.metrics else []
-    if not metrics:
+def read_merged(paths: list[str]) -> table.Table:
+    """One file, or several (phases of one run, or runs to add up) merged."""
+    merged = read(paths[0])
+    for path in paths[1:]:
+        other = read(path)
+        for t in (merged, other):  # old- and new-spelled frames of the same line must match
+            frames.format_frames(t, "full")
+        merged = combine.merge(merged, other)
+    return merged
+
+
+class View:
+    """What a command asked for, computed: the shaped table, its columns, and what to say about it."""
+
+    def __init__(self, args) -> None:
+        if args.depth is not None and args.depth < 1:
+            raise ViewerError(f"-d/--depth counts ROOT as level 1 (as upstream does): give 1 or more, not {args.depth}")
+        self.args = args
+        self.warnings: list[str] = []
+        paths = files.expand(args.profile, args.phase)
+        data = read_merged(paths)
+        self.listing = derive.describe(data.metric_keys()) if args.list else None
+        if args.list:
+            return
+        if args.diff_profile:
+            other = read(args.diff_profile)
+            for t in (data, other):
+                frames.format_frames(t, "full")
+            data = combine.diff(data, other)
+        self.root_words = profile_words(data, len(paths), args.diff_profile)
+        shape.drop_metadata(data)
+        frames.format_frames(data, args.format)
+        names.demangle_table(data)
+        if args.include:
+            shape.include(data, shape.compile_regex(args.include, "-i/--include"))
+        if args.exclude:
+            shape.exclude(data, shape.compile_regex(args.exclude, "-e/--exclude"))
+        self.table = data
+        self.headers, self.columns = self._columns(data, args.metrics)
+        if args.threshold is not None:
+            shape.prune_threshold(data, self.columns[0], args.threshold)
+        self.kernels = render.sorted_kernels(data, self.columns[0]) if args.print_sorted else None  # before -d
+        if args.depth is not None:
+            shape.prune_depth(data, args.depth - 1)
+
+    def _columns(self, data, wanted: str | None):
+        metrics = [m.strip() for m in wanted.split(",") if m.strip()] if wanted else []
         keys = data.metric_keys()
-        if not keys:
-            raise ViewerError(f"{label(args)} has no metrics to show")
-        metrics = ["time/ns"] if derive.find_raw("time", keys) else [keys[0]]
-    columns = derive.Columns(data, root)
-    for metric in metrics:
-        columns.compute(metric)
-    if args.threshold is not None:
-        profile.prune_threshold(root, metrics[0], args.threshold)
-    kernels = render.sorted_kernels(root, metrics) if args.print_sorted else []  # -d limits the tree only
-    if args.depth is not None:
-        profile.prune_depth(root, args.depth - 1)
-    text = render.tree_text(hatchet, root, metrics).rstrip("\n")
-    return "\n".join([text, *kernels])
+        if not metrics:
+            if not keys:
+                raise ViewerError(f"{label(self.args)} has no metrics to show")
+            metrics = ["time/ns"] if derive.find_raw("time", keys) else [keys[0]]
+        order, parent = data.walk()
+        columns = self.calc = derive.Columns(data, order, parent)
+        headers, values, missing = [], [], []
+        for metric in metrics:
+            try:
+                values.append(columns.compute(metric))
+                headers.append(metric)
+            except MissingMetric as exc:
+                missing.append((metric, exc))
+        if not values:
+            if len(missing) == 1:
+                raise missing[0][1]
+            raise MissingMetric(f"none of the metrics {', '.join(m for m, _ in missing)} is in this profile "
+                                f"(it has: {', '.join(keys) or 'none'}); use -l to list them")
+        if missing:
+            self.warnings.append(f"showing {', '.join(headers)}; not in this profile: "
+                                 + "; ".join(_why(m, exc) for m, exc in missing))
+        return headers, values
+
+    def name_of(self):
+        """How a name is printed: whole with --full-names, else shortened as upstream does."""
+        return str if self.args.full_names else names.shorten
+
+    def lines(self):
+        """The terminal output: lines, or blocks of lines joined by newlines."""
+        if self.listing is not None:
+            yield from self.listing
+            return
+        name_of = self.name_of()
+        yield from render.tree_lines(self.table, self.columns, self.headers, self.root_words, name_of)
+        if self.kernels is not None:
+            yield from render.kernel_lines(self.table, self.kernels, self.columns, self.headers, name_of)
+
+
+def _why(metric: str, exc: MissingMetric) -> str:
+    return f"{metric} (needs '{exc.needs}')" if exc.needs else metric
+
+
+def write_outputs(view: View) -> list[str]:
+    """--html / --speedscope: write the files; lines saying what was written."""
+    from . import html, speedscope
+
+    done = []
+    if view.args.html:
+        count = html.write(view, view.args.html)
+        done.append(f"{PROG}: wrote {view.args.html} ({count} frames)")
+    if view.args.speedscope:
+        count = speedscope.write(view, view.args.speedscope)
+        done.append(f"{PROG}: wrote {view.args.speedscope} ({count} frames)")
+    return done
 
 
 def main(argv=None) -> int:
@@ -125,18 +194,36 @@ def main(argv=None) -> int:
         return exc.code if isinstance(exc.code, int) else 2
     try:
         with progress(f"reading {label(args)}", prefix=PROG):
-            text = run(args)
+            view = View(args)
+            written = write_outputs(view) if (args.html or args.speedscope) and view.listing is None else None
     except (ViewerError, HatchetError) as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)
         return 2
     except RecursionError:
         print(f"{PROG}: {label(args)} is nested too deeply to show", file=sys.stderr)
         return 2
+    except OSError as exc:  # an output file that cannot be written
+        print(f"{PROG}: cannot write {exc.filename or 'the output'}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
+    for warning in view.warnings:
+        print(f"{PROG}: warning: {warning}", file=sys.stderr)
     try:
-        print(text)
+        if written is not None:
+            print("\n".join(written))
+        else:
+            _print_lines(view.lines())
     except BrokenPipeError:  # `proton-view ... | head`
         sys.stderr.close()
     return 0
+
+
+def _print_lines(lines) -> None:
+    """Write each line (or block of lines) as it comes: the output is never held whole."""
+    write = sys.stdout.write
+    for text in lines:
+        write(text)
+        write("\n")
+    sys.stdout.flush()
 
 
 if __name__ == "__main__":

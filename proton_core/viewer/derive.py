@@ -1,20 +1,22 @@
-"""Metric columns: raw metrics by name and the derived forms of the viewer.
+"""Metric columns: raw metrics by name and the derived forms of the viewer, one list per column.
 
 Values in a profile are exclusive per node.  Inclusive metrics are summed
 over each subtree before deriving (``cpu_time``, ``(exc)`` and ``(pty)``
-metrics are not: a parent's CPU time already covers its children's).
+metrics are not: a parent's CPU time already covers its children's).  A node
+with nothing to show has NaN, which the renderer prints as ``-``: an inclusive
+metric that no node of a subtree carries stays NaN rather than becoming 0.
 """
 
 from __future__ import annotations
 
+import math
 import re
 
-from ..formats.hatchet import Node, Profile
-from ..inclusive import is_inclusive, subtree_sums
+from ..inclusive import is_inclusive
+from .errors import MissingMetric, ViewerError
 from .peaks import peak_bandwidth, peak_flops
-from .profile import ViewerError
 
-NAN = float("nan")
+NAN = math.nan
 TIME_UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}
 PREFIXES = {"": 1.0, "g": 1e9, "t": 1e12}
 WIDTHS = (8, 16, 32, 64)
@@ -39,83 +41,84 @@ def base_name(key: str) -> str:
     return key.split("(")[0].strip().lower()
 
 
+def _spelling(name: str) -> str:
+    """A name compared without case or blanks: 'm (exc)' and 'M(exc)' are one metric."""
+    return "".join(name.split()).lower()
+
+
 def find_raw(name: str, keys) -> str | None:
-    """The profile key for a user-given name: exact, case-insensitive, or without its unit."""
-    low = name.strip().lower()
+    """The profile key for a user-given name: exact up to case and blanks, or without its unit."""
+    want = _spelling(name)
     for key in keys:
-        if low == key.lower():
+        if want == _spelling(key):
             return key
     for key in keys:
-        if low == base_name(key):
+        if want == _spelling(base_name(key)):
             return key
     return None
 
 
-class Columns:
-    """Computes the requested columns into ``node.values`` for a profile."""
+def subtree_sums(values, order, parent) -> list:
+    """Per node, ``values`` summed over its subtree (of the nodes in ``order``); NaN where none has a value."""
+    sums = list(values)
+    for i in reversed(order):  # every child before its parent
+        v = sums[i]
+        if v == v:
+            p = parent[i]
+            if p >= 0:
+                s = sums[p]
+                sums[p] = v if s != s else s + v
+    return sums
 
-    def __init__(self, profile: Profile, root: Node) -> None:
-        self.profile = profile
-        self.root = root
-        self.keys = profile.metric_keys()
-        self.incl: dict[int, dict[str, float]] = {}
-        self._sum_subtrees()
+
+class Columns:
+    """Computes requested columns over a shaped table: ``compute(metric)`` -> a value per node (NaN: none)."""
+
+    def __init__(self, table, order, parent) -> None:
+        self.table = table
+        self.order = order  # pre-order of the nodes shown
+        self.parent = parent
+        self.keys = table.metric_keys()
+        self._sums: dict[str, list] = {}
 
     # --------------------------------------------------------- raw values ----
-    def _sum_subtrees(self) -> None:
-        inclusive = [k for k in self.keys if is_inclusive(k)]
-        sums = subtree_sums(self.root, inclusive, lambda n, k: n.metrics.get(k, 0), lambda n: n.children)
-        for node in self.root.walk():
-            values = {k: v for k, v in node.metrics.items() if k in self.keys}
-            values.update(sums[id(node)])
-            self.incl[id(node)] = values
-
-    def value(self, node: Node, key: str):
-        return self.incl[id(node)].get(key, NAN if not is_inclusive(key) else 0)
+    def value(self, key: str):
+        """Per node: the subtree's sum for inclusive keys, the node's own value for the others."""
+        if not is_inclusive(key):
+            return self.table.cols[key]
+        sums = self._sums.get(key)
+        if sums is None:
+            sums = self._sums[key] = subtree_sums(self.table.cols[key], self.order, self.parent)
+        return sums
 
     def total(self, key: str) -> float:
-        """The whole profile's amount of ``key``: ROOT's inclusive sum, or every node's for exclusive ones."""
+        """The whole profile's amount of ``key``: the root's sum, or every shown node's for exclusive ones."""
         if is_inclusive(key):
-            return self.value(self.root, key)
-        return sum(n.metrics.get(key, 0) for n in self.root.walk())
+            return self.value(key)[self.table.root]
+        col = self.table.cols[key]
+        return sum(v for v in (col[i] for i in self.order) if v == v)
 
     def need(self, metric: str, name: str) -> str:
         key = find_raw(name, self.keys)
         if key is None:
             have = ", ".join(self.keys) or "none"
-            raise ViewerError(f"metric {metric!r} needs '{name}' but the profile has only: {have}")
+            raise MissingMetric(f"metric {metric!r} needs '{name}' but the profile has only: {have}", needs=name)
         return key
 
-    def seconds(self, key: str, value: float) -> float:
+    @staticmethod
+    def seconds_per_unit(key: str) -> float:
         m = re.search(r"\((s|ms|us|ns)\)", key)
-        return value * TIME_UNITS[m.group(1) if m else "ns"]
+        return TIME_UNITS[m.group(1) if m else "ns"]
 
     # ------------------------------------------------------------- columns ----
-    def compute(self, metric: str):
-        """Fill ``node.values[metric]`` on every node; raise ViewerError if it cannot be derived."""
-        fn = self.column(metric)
-        for node in self.root.walk():
-            try:
-                node.values[metric] = float(fn(node))
-            except ZeroDivisionError:
-                node.values[metric] = NAN
-
-    def column(self, metric: str):
+    def compute(self, metric: str) -> list:
+        """Values of ``metric`` per node; MissingMetric if the profile lacks its sources, ViewerError if malformed."""
+        key = find_raw(metric, self.keys)
+        if key is not None:  # a raw metric as named, even where it looks like a derived form
+            return list(self.value(key))
         m = _TIME.match(metric)
         if m:
-            avg, cpu, unit = m.groups()
-            key = self.need(metric, "cpu_time" if cpu else "time")
-            count = self.need(metric, "count") if avg else None
-            scale = TIME_UNITS[unit]
-
-            def time_column(node):
-                t = self.seconds(key, self.value(node, key)) / scale
-                if count is None:
-                    return t
-                n = self.value(node, count) if not cpu else node.metrics.get(count, 0)
-                return t / n if n else NAN
-
-            return time_column
+            return self._time(metric, *m.groups())
         m = _FLOP.match(metric)
         if m:
             prefix, width = m.groups()
@@ -141,22 +144,36 @@ class Columns:
                     raise ViewerError(f"metric {metric!r}: take the percent of a raw metric, e.g. time/%")
                 self.need(metric, inner)
             total = self.total(key)
-            return lambda node: self.value(node, key) / total * 100.0
-        key = find_raw(metric, self.keys)
-        if key is None:
-            raise ViewerError(
-                f"unknown metric {metric!r}: use -l to list this profile's metrics, or a derived form such as time/ms"
-            )
-        return lambda node: self.value(node, key)
+            if not total or total != total:
+                return [NAN] * self.table.size
+            scale = 100.0 / total
+            return [v * scale for v in self.value(key)]
+        raise MissingMetric(
+            f"unknown metric {metric!r}: use -l to list this profile's metrics, or a derived form such as time/ms"
+        )
+
+    def _time(self, metric, avg, cpu, unit):
+        key = self.need(metric, "cpu_time" if cpu else "time")
+        factor = self.seconds_per_unit(key) / TIME_UNITS[unit]
+        times = self.value(key)
+        if not avg:
+            return [v * factor for v in times]
+        count = self.need(metric, "count")
+        counts = self.table.cols[count] if cpu else self.value(count)  # a scope's own calls for its cpu_time
+        return [t * factor / n if n else NAN for t, n in zip(times, counts)]  # n NaN: t / NaN is NaN
+
+    def _present_sum(self, keys):
+        """Per node, the sum of ``keys`` that have a value there (NaN where none has)."""
+        out = list(self.value(keys[0]))
+        for key in keys[1:]:
+            out = [a + b if a == a and b == b else (a if a == a else b) for a, b in zip(out, self.value(key))]
+        return out
 
     def _rate(self, metric, keys, scale):
         time_key = self.need(metric, "time")
-
-        def rate(node):
-            seconds = self.seconds(time_key, self.value(node, time_key))
-            return sum(self.value(node, k) for k in keys) / seconds / scale
-
-        return rate
+        per = self.seconds_per_unit(time_key) * scale
+        amounts = self._present_sum(keys)
+        return [a / (t * per) if t else NAN for a, t in zip(amounts, self.value(time_key))]
 
     def _util(self):
         time_key = self.need("util", "time")
@@ -164,32 +181,35 @@ class Columns:
         byte_key = find_raw("bytes", self.keys)
         if not flops and byte_key is None:
             self.need("util", "flops<8|16|32|64> or bytes")
-        devices = self.profile.devices
-        for node in self.root.walk():  # check every device up front: one clear error, not NaNs
-            device = node.device
-            if device is not None and device[1] in devices.get(device[0], {}):
+        table, devices = self.table, self.table.devices
+        peaks: dict = {}
+        for i in self.order:  # every device's peaks up front: one clear error, not NaNs
+            device = table.device(i)
+            if device is not None and device not in peaks and device[1] in devices.get(device[0], {}):
                 info = devices[device[0]][device[1]]
-                for width in flops:
-                    peak_flops(device[0], info, width)
-                if byte_key is not None:
-                    peak_bandwidth(device[0], info)
+                peaks[device] = ({w: peak_flops(device[0], info, w) for w in flops},
+                                 peak_bandwidth(device[0], info) if byte_key is not None else None)
+        times = self.value(time_key)
+        per = self.seconds_per_unit(time_key)
+        flop_values = {w: self.value(k) for w, k in flops.items()}
+        byte_values = self.value(byte_key) if byte_key is not None else None
+        out = [NAN] * table.size
+        for i in self.order:
+            device = table.device(i)
+            if device not in peaks:
+                continue
+            flop_peaks, bandwidth = peaks[device]
+            seconds = times[i] * per
+            if not seconds or seconds != seconds:
+                continue
+            compute = sum(v / flop_peaks[w] for w, col in flop_values.items() if (v := col[i]) == v)
+            memory = byte_values[i] / bandwidth if byte_values is not None and byte_values[i] == byte_values[i] else 0.0
+            out[i] = max(compute, memory) / seconds
+        return out
 
-        def util(node):
-            device = node.device
-            info = devices.get(device[0], {}).get(device[1]) if device else None
-            if info is None:
-                return NAN
-            seconds = self.seconds(time_key, self.value(node, time_key))
-            compute = sum(self.value(node, k) / peak_flops(device[0], info, w) for w, k in flops.items())
-            memory = self.value(node, byte_key) / peak_bandwidth(device[0], info) if byte_key else 0.0
-            return max(compute, memory) / seconds
 
-        return util
-
-
-def describe(profile: Profile) -> list[str]:
+def describe(keys: list[str]) -> list[str]:
     """Lines for ``-l``: raw metrics with their kind, then derived forms this profile supports."""
-    keys = profile.metric_keys()
     lines = ["metrics in this profile:"]
     for key in keys:
         kind = "inclusive" if is_inclusive(key) else ("property" if key.endswith("(pty)") else "exclusive")
@@ -210,6 +230,7 @@ def describe(profile: Profile) -> list[str]:
             derived.append("util")
     if has("cpu_time"):
         derived += ["cpu_time/s|ms|us|ns"]
+        if has("count"):
+            derived.append("avg_cpu_time/s|ms|us|ns")
     lines.append("derived metrics available: " + (", ".join(derived) if derived else "none"))
     return lines
-

@@ -10,7 +10,7 @@ part has it, 64 is FP64 (tensor/matrix cores where the part has them).
 
 from __future__ import annotations
 
-from .profile import ViewerError
+from .errors import ViewerError
 
 T = 1e12
 

@@ -182,3 +182,46 @@ def test_missing_torch_is_a_one_line_error(tmp_path, fake, monkeypatch):
     monkeypatch.setitem(sys.modules, "torch", None)
     with pytest.raises(proton.ProtonError, match="needs PyTorch: pip install torch"):
         proton.start(str(tmp_path / "p"), backend="fake", hook="torch")
+
+
+# ------------------------------------------------- mode choice (native or Python) ----
+def test_python_mode_runs_where_no_backend_offers_a_native_setter(tmp_path, fake):
+    """The synthetic (like the host) backend has no native context setter: the Python mode, silently."""
+    proton.start(str(tmp_path / "p"), backend="fake", hook="torch")
+    assert torch_ops.current_mode() == "python"
+    proton.finalize()
+    assert torch_ops.current_mode() is None
+
+
+def test_without_the_native_extension_the_python_mode_says_why_once(tmp_path, fake, monkeypatch, caplog):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "proton_torch", None)  # as if proton-profiler-torch were not installed
+    monkeypatch.setattr(torch_ops, "_said", set())
+    with caplog.at_level("WARNING", logger="proton"):
+        for name in ("a", "b"):
+            proton.start(str(tmp_path / name), backend="fake", hook="torch")
+            assert torch_ops.current_mode() == "python"
+            proton.finalize()
+    lines = [r.getMessage() for r in caplog.records if "Python dispatch mode" in r.getMessage()]
+    assert lines == ["hook='torch' uses its Python dispatch mode (one Python call per operator): "
+                     "proton-profiler-torch is not installed (pip install --no-build-isolation "
+                     "proton-profiler-torch, after torch)"]
+    monkeypatch.setenv("PROTON_TORCH_NATIVE", "1")
+    with pytest.raises(proton.ProtonError, match="PROTON_TORCH_NATIVE=1, but proton-profiler-torch is not installed"):
+        proton.start(str(tmp_path / "c"), backend="fake", hook="torch")
+
+
+def test_python_mode_shapes_option(tmp_path, fake, monkeypatch):
+    monkeypatch.setenv("PROTON_TORCH_SHAPES", "1")
+    root = profile_step(tmp_path, fake)
+    fc1 = node(root, "step", "Net", "fc1")
+    assert names(fc1) == ["aten::addmm[16,5x8,8x16]"]  # the same spelling as the native side's
+    assert node(fc1, "aten::addmm[16,5x8,8x16]", "cpu_addmm")["metrics"]["count"] == 1
+    assert node(root, "step", "AddmmBackward0", "aten::mm[5x4,4x16]", "cpu_mm")
+
+
+def test_shape_suffix_format():
+    assert torch_ops.shapes_suffix((torch.ones(2, 3), 4, [torch.ones(1), None], torch.tensor(1.0)),
+                                   torch.Tensor) == "[2x3,(1;-),()]"
+    assert torch_ops.shapes_suffix((), torch.Tensor) == "[]"

@@ -1,4 +1,8 @@
-"""GPU: a torch MLP training step reads as aten operators (forward and backward) over their kernels."""
+"""GPU: a torch MLP training step reads as aten operators (forward and backward) over their kernels.
+
+Run in both modes of hook="torch": native (proton-profiler-torch's RecordFunction callbacks,
+required here: PROTON_TORCH_NATIVE=1 fails rather than falling back) and the Python dispatch mode.
+"""
 
 import pytest
 
@@ -8,6 +12,7 @@ torch = pytest.importorskip("torch")
 
 import proton_core as proton  # noqa: E402
 from fwtest import find_all, load, node  # noqa: E402
+from proton_frameworks import torch_ops  # noqa: E402
 
 
 def kernels_below(literal):
@@ -17,7 +22,12 @@ def kernels_below(literal):
     return [k for c in literal["children"] for k in kernels_below(c)]
 
 
-def test_mlp_training_step(tmp_path):
+def kernel_count(literal):
+    return sum(m.get("count", 0) for _, m in kernels_below(literal))
+
+
+@pytest.fixture
+def mlp():
     if not torch.cuda.is_available():
         pytest.skip("this torch build has no CUDA")
     torch.manual_seed(0)
@@ -25,35 +35,81 @@ def test_mlp_training_step(tmp_path):
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     x, y = torch.randn(128, 256, device="cuda"), torch.randn(128, 64, device="cuda")
 
-    def step():
+    def step(backward_scope=None):
         loss = torch.nn.functional.mse_loss(model(x), y)
-        loss.backward()
+        if backward_scope:
+            with proton.scope(backward_scope):
+                loss.backward()
+        else:
+            loss.backward()
         opt.step()
         opt.zero_grad()
 
     step()  # warm up cuBLAS handles outside the profile
     torch.cuda.synchronize()
+    return step
+
+
+def profile(tmp_path, step, mode, **kwargs):
     proton.start(str(tmp_path / "p"), backend="cupti", hook="torch")
+    assert torch_ops.current_mode() == mode
     with proton.scope("train_step"):
-        step()
+        step(**kwargs)
         torch.cuda.synchronize()
     proton.finalize()
-    root, _ = load(tmp_path / "p.hatchet")
+    return load(tmp_path / "p.hatchet")[0]
 
-    # forward: module path, then the GEMM operator, then its kernel
+
+@pytest.mark.parametrize("mode", ["native", "python"])
+def test_mlp_training_step(tmp_path, mlp, mode, monkeypatch):
+    monkeypatch.setenv("PROTON_TORCH_NATIVE", "1" if mode == "native" else "0")
+    root = profile(tmp_path, mlp, mode)
+
+    # forward: module path, then the GEMM operator (native: inside aten::linear), then its kernel
     fc1 = node(root, "train_step", "Sequential", "0")
-    gemm_ops = [c for c in fc1["children"] if c["frame"]["name"] in ("aten::addmm", "aten::mm")]
+    gemm_ops = [n for _, n in find_all(fc1, lambda n: n in ("aten::addmm", "aten::mm"))]
     assert gemm_ops, [c["frame"]["name"] for c in fc1["children"]]
-    kernels = kernels_below(gemm_ops[0])
+    kernels = [(c["frame"]["name"], c["metrics"]) for c in gemm_ops[0]["children"] if not c["children"]]
     assert kernels and all(m["time (ns)"] > 0 and m["count"] >= 1 for _, m in kernels), kernels
 
-    # backward: autograd nodes (on autograd's thread) with aten::mm and its GEMM kernels under them
+    # backward: autograd nodes with aten::mm and its GEMM kernels under them
     backward = find_all(root, lambda n: n == "AddmmBackward0")
     assert backward, "no AddmmBackward0 node in the profile"
     mm = [n for path, n in find_all(root, lambda n: n == "aten::mm") if "AddmmBackward0" in path]
-    assert mm and sum(m["count"] for node_ in mm for _, m in kernels_below(node_)) >= 3
+    assert mm and sum(kernel_count(n) for n in mm) >= 3
     assert find_all(root, lambda n: n == "aten::threshold_backward")
     # every kernel sits under some aten operator
     for path, leaf in find_all(root, lambda n: True):
         if not leaf["children"] and leaf["metrics"].get("count"):
             assert any(p.startswith("aten::") for p in path), path
+
+
+def test_native_backward_goes_under_the_forward_operator_and_the_backward_scope(tmp_path, mlp, monkeypatch):
+    """Autograd runs these nodes on its CUDA device thread: the scope around loss.backward() (published
+    around torch's engine call) and the forward operator (sequence numbers) both reach it."""
+    from proton_torch import native
+
+    monkeypatch.setenv("PROTON_TORCH_NATIVE", "1")
+    C = native.load()
+    C.reset_stats()
+    root = profile(tmp_path, mlp, "native", backward_scope="backward")
+    stats = C.stats()
+    assert stats["linked"] >= 6 and stats["callback_errors"] == 0 and stats["misnested"] == 0, stats
+    bwd = node(root, "train_step", "backward")
+    for layer, grads in (("0", 1), ("2", 2)):  # the first layer's input needs no grad
+        mm = node(bwd, "Sequential", layer, "aten::linear", "aten::addmm", "AddmmBackward0", "aten::mm")
+        assert kernel_count(mm) >= grads, kernels_below(mm)  # cuBLAS may split a GEMM in two kernels
+    relu = node(bwd, "Sequential", "1", "aten::relu", "ReluBackward0", "aten::threshold_backward")
+    assert kernel_count(relu) >= 1
+    # the forward operators keep only their forward kernels
+    fwd = node(root, "train_step", "Sequential", "2", "aten::linear", "aten::addmm")
+    assert kernel_count(fwd) >= 1 and not find_all(fwd, lambda n: n.endswith("Backward0"))
+
+
+def test_native_shapes_in_operator_names(tmp_path, mlp, monkeypatch):
+    monkeypatch.setenv("PROTON_TORCH_NATIVE", "1")
+    monkeypatch.setenv("PROTON_TORCH_SHAPES", "1")
+    root = profile(tmp_path, mlp, "native")
+    fc1 = node(root, "train_step", "Sequential", "0", "aten::linear[128x256,512x256,512]",
+               "aten::addmm[512,128x256,256x512]")
+    assert kernel_count(fc1) >= 1

@@ -1,32 +1,39 @@
 """``hook="torch"``: aten operators and nn.Module paths above each kernel.
 
-Why a ``TorchDispatchMode`` (and not ``torch.overrides``/RecordFunction):
-the dispatch mode sees exactly the aten operators that reach the backend
-kernels (``aten::addmm``, ``aten::mm``, ``aten::add_`` ...), after autograd
-and composite decomposition, including the backward operators the autograd
-engine runs; ``__torch_function__`` modes only see Python-level calls and
-miss backward; RecordFunction callbacks are not reachable from Python
-without the Kineto profiler.  Each operator becomes a core scope around the
-call, so the kernels it launches land under it.  Backward operators are
-grouped under their autograd node (``AddmmBackward0/aten::mm``).
+Two ways to see operators, chosen when the first ``hook="torch"`` session starts:
 
-nn.Module calls add the module path (``Net`` / ``fc1``) through global
-forward pre/post hooks (post hook with ``always_call`` so an exception in
-forward still closes the scope).
+* **Native** (``proton-profiler-torch``, built against the installed torch): RecordFunction
+  callbacks in C++ open a context per operator and per autograd node, as Kineto observes them,
+  with no Python per operator; backward functions are placed under the forward operator that
+  created them (sequence numbers).  Used when that distribution loads and a running backend
+  offers a native context setter (the CUPTI backend does; the host backend, which sees no
+  kernels, does not).
+* **Python** (the fallback): a ``TorchDispatchMode`` sees the aten operators that reach the
+  backend kernels, after autograd and composite decomposition, including the backward operators
+  the autograd engine runs; each becomes a core scope around the call, backward operators grouped
+  under their autograd node (``AddmmBackward0/aten::mm``).  One Python call per operator.  The
+  mode is entered on the thread that called ``proton.start`` (dispatch modes are thread local;
+  autograd threads inherit it for backward work started from that thread).
 
-Limits: the mode is entered on the thread that called ``proton.start``
-(dispatch modes are thread local; autograd threads inherit it for backward
-work started from that thread).  It costs one Python call per aten
-operator: see the README for figures.
+``PROTON_TORCH_NATIVE``: ``0`` forces the Python mode, ``1`` requires the native one (an error
+saying why when it cannot run), unset (``auto``) uses the native one where it can and says once,
+on stderr, why not where it cannot be loaded.  ``PROTON_TORCH_SHAPES=1`` puts the operators'
+input shapes into their names (``aten::mm[64x128,128x256]``), in either mode.
+
+nn.Module calls add the module path (``Net`` / ``fc1``) through global forward pre/post hooks
+(post hook with ``always_call`` so an exception in forward still closes the scope): one Python
+call per module call, not per operator.  In native mode a module called inside an operator or an
+autograd node (activation checkpointing recomputes forward in backward) opens natively there.
 """
 
 from __future__ import annotations
 
+import os
 import threading
 import weakref
 
 from proton_core.plugin_api import ACTIVITY, ContextSource, ProtonError, SharedInstall, enter_scope, exit_scope
-from proton_core.plugin_api import scope_depth
+from proton_core.plugin_api import native_context_setters, scope_depth, warn
 
 
 def _torch():
@@ -42,6 +49,80 @@ def _torch():
     return torch, TorchDispatchMode, nn_module
 
 
+def _flag(name: str, default: str = "") -> str:
+    return os.environ.get(name, default).strip().lower()
+
+
+def shapes_wanted() -> bool:
+    """``PROTON_TORCH_SHAPES=1``: input shapes in operator names (read when the hook installs)."""
+    return _flag("PROTON_TORCH_SHAPES") in ("1", "true", "yes", "on")
+
+
+_said: set[str] = set()
+
+
+def _say_once(message: str) -> None:
+    if message not in _said:
+        _said.add(message)
+        warn(message)
+
+
+def native_ops():
+    """``proton_torch.ops`` when the native path can run now, else None (saying why once, where useful)."""
+    flag = _flag("PROTON_TORCH_NATIVE", "auto")
+    if flag in ("0", "false", "no", "off"):
+        return None
+    required = flag in ("1", "true", "yes", "on")
+    reason = None
+    try:
+        from proton_torch import ops
+        from proton_torch.native import NativeUnavailable
+    except ImportError:
+        reason = ("proton-profiler-torch is not installed (pip install --no-build-isolation proton-profiler-torch, "
+                  "after torch)")
+    else:
+        try:
+            ops.load()
+            ops.module_hooks()  # checks that the core's scope stack protocol is one the extension knows
+        except (NativeUnavailable, ValueError) as exc:
+            reason = str(exc)
+    if reason is not None:
+        if required:
+            raise ProtonError(f"PROTON_TORCH_NATIVE=1, but {reason}")
+        _say_once(f"hook='torch' uses its Python dispatch mode (one Python call per operator): {reason}")
+        return None
+    if not native_context_setters():
+        if required:
+            raise ProtonError("PROTON_TORCH_NATIVE=1, but no running backend offers a native context setter "
+                              "(the cupti backend does; the host backend does not)")
+        return None  # the host backend: no kernels to attribute; the Python mode's scopes are what it shows
+    return ops
+
+
+# ----------------------------------------------------------------- shapes ----
+def _dims(t) -> str:
+    try:
+        if t.is_nested:
+            return "nested"
+        sizes = t.shape
+    except Exception:  # noqa: BLE001 - a tensor subclass without sizes
+        return "?"
+    return "x".join(str(s) if isinstance(s, int) else "?" for s in sizes) if len(sizes) else "()"
+
+
+def shapes_suffix(args, tensor_type) -> str:
+    """``[5x8,8x16]``: the tensor arguments in order, a list of them as ``(4x8;4x8)`` (as the native side)."""
+    parts = []
+    for a in args:
+        if isinstance(a, tensor_type):
+            parts.append(_dims(a))
+        elif isinstance(a, (list, tuple)) and any(isinstance(x, tensor_type) for x in a):
+            parts.append("(" + ";".join(_dims(x) if isinstance(x, tensor_type) else "-" for x in a) + ")")
+    text = "[" + ",".join(parts) + "]"
+    return text if len(text) <= 1024 else text[:1024] + "..."
+
+
+# ------------------------------------------------------------ Python mode ----
 _op_names: dict = {}
 
 
@@ -55,8 +136,9 @@ def op_name(func) -> str:
     return name
 
 
-def _make_mode(torch, base):
+def _make_mode(torch, base, shapes: bool):
     current_node = getattr(torch._C, "_current_autograd_node", lambda: None)
+    tensor_type = torch.Tensor
 
     class ProtonOpMode(base):
         """Opens a scope per aten operator (under its autograd node in backward)."""
@@ -69,6 +151,8 @@ def _make_mode(torch, base):
             if not self.enabled or not ACTIVITY.any:
                 return func(*args, **kwargs)
             name = op_name(func)
+            if shapes:
+                name += shapes_suffix(args, tensor_type)
             node = current_node()
             grad = node.name() if node is not None else None
             if grad is not None and enter_scope(grad) == -1:
@@ -85,6 +169,7 @@ def _make_mode(torch, base):
     return ProtonOpMode
 
 
+# --------------------------------------------------------------- modules ----
 class _ModuleStack(threading.local):
     def __init__(self) -> None:
         self.stack: list = []  # (module, scope name or None when no scope was opened)
@@ -130,23 +215,38 @@ def module_post_hook(module, args, output) -> None:
         exit_scope(name)
 
 
+# --------------------------------------------------------------- install ----
 def _install() -> dict:
     torch, base, nn_module = _torch()
-    mode = _make_mode(torch, base)()
-    handles = [nn_module.register_module_forward_pre_hook(module_pre_hook)]
+    shapes = shapes_wanted()
+    ops = native_ops()
+    # Module paths: these Python hooks, or their C twins (the same names and scopes, at a fraction of the cost)
+    pre, post = (module_pre_hook, module_post_hook) if ops is None else ops.module_hooks()
+    handles = [nn_module.register_module_forward_pre_hook(pre)]
+    mode = None
     try:
-        handles.append(nn_module.register_module_forward_hook(module_post_hook, always_call=True))
-        mode.__enter__()
+        handles.append(nn_module.register_module_forward_hook(post, always_call=True))
+        if ops is not None:
+            ops.start(shapes=shapes)
+        else:
+            mode = _make_mode(torch, base, shapes)()
+            mode.__enter__()
     except Exception:
         for h in handles:
             h.remove()
+        if ops is not None:
+            ops.stop()
         raise
-    return {"mode": mode, "handles": handles, "thread": threading.get_ident(), "torch": torch}
+    return {"mode": mode, "ops": ops, "handles": handles, "thread": threading.get_ident(), "torch": torch,
+            "shapes": shapes}
 
 
 def _uninstall(state: dict) -> None:
     for h in state["handles"]:
         h.remove()
+    if state["ops"] is not None:
+        state["ops"].stop()
+        return
     mode = state["mode"]
     mode.enabled = False
     torch = state["torch"]
@@ -163,8 +263,16 @@ def _uninstall(state: dict) -> None:
 MODE = SharedInstall(_install, _uninstall)
 
 
+def current_mode() -> str | None:
+    """``"native"`` or ``"python"`` while a ``hook="torch"`` session runs, else None."""
+    state = getattr(MODE, "state", None)
+    if not state:
+        return None
+    return "native" if state.get("ops") is not None else "python"
+
+
 class TorchSource(ContextSource):
-    """Enters the dispatch mode and the module hooks while a session uses ``hook="torch"``."""
+    """Turns operators and module calls into contexts while a session uses ``hook="torch"``."""
 
     name = "torch"
 

@@ -1,0 +1,121 @@
+"""CPU cost of hook="torch", native and Python modes, against no profiler and torch.profiler.
+
+    python3 plugins/torch/benchmarks/cpu_cost.py [--rounds 25]
+
+Two workloads: 5000 ``a.add(1.0)`` (5 aten records each: dispatch-bound) and 100 steps of a small
+MLP training step (117 records, 4 module calls). Configurations run interleaved, round after round,
+and the medians are printed. The native mode needs a backend with a native context setter: the
+synthetic backend is given the test setter (tests/native/channel.c, built with cc), and the core's
+own scopes call a C builtin as their setter, as they call the CUPTI backend's C function. What is
+measured is host time only; GPU ratios come from the benchmark matrix (benchmarks/).
+"""
+
+import argparse
+import ctypes
+import os
+import shutil
+import statistics
+import subprocess
+import tempfile
+import time
+
+import torch
+import torch.profiler as tp
+
+import proton_core as proton
+from proton_core.testing import SyntheticBackend, use_synthetic_backend
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+NAME = ctypes.create_string_buffer(b"proton.native_context.v1")
+
+
+def native_setter(workdir):
+    """A capsule (proton.native_context.v1) over tests/native/channel.c's thread-local context."""
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        raise SystemExit("needs a C compiler (cc) for the test context setter")
+    lib_path = os.path.join(workdir, "libchannel.so")
+    subprocess.run([cc, "-shared", "-fPIC", "-O2", "-o", lib_path,
+                    os.path.join(HERE, "..", "tests", "native", "channel.c")], check=True)
+    lib = ctypes.CDLL(lib_path)
+    new = ctypes.pythonapi.PyCapsule_New
+    new.restype = ctypes.py_object
+    new.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
+    return lib, new(ctypes.addressof(ctypes.c_char.in_dll(lib, "channel_native_context")),
+                    ctypes.addressof(NAME), None)
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--rounds", type=int, default=25)
+    parser.add_argument("--adds", type=int, default=5000)
+    parser.add_argument("--steps", type=int, default=100)
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    workdir = tempfile.mkdtemp()
+    lib, capsule = native_setter(workdir)
+    use_synthetic_backend()
+    SyntheticBackend.native_context = capsule
+    SyntheticBackend.context_setter = abs  # a C builtin, as the CUPTI backend's setter is
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.ReLU(), torch.nn.Linear(64, 8))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    x, y = torch.randn(32, 64), torch.randn(32, 8)
+
+    def adds(n):
+        a = torch.ones(4)
+        for _ in range(n):
+            a = a.add(1.0)
+
+    def step():
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+
+    out = os.path.join(workdir, "p")
+    configs = [("no profiler", None, {}),
+               ("hook='torch', Python mode (host backend)", "host", {"PROTON_TORCH_NATIVE": "0"}),
+               ("hook='torch', native", "fake", {"PROTON_TORCH_NATIVE": "1"}),
+               ("hook='torch', native, shapes", "fake", {"PROTON_TORCH_NATIVE": "1", "PROTON_TORCH_SHAPES": "1"}),
+               ("torch.profiler (CPU activity)", "torch.profiler", {})]
+    times = {label: ([], []) for label, _, _ in configs}
+    for _ in range(args.rounds):
+        for label, backend, env in configs:
+            for key in ("PROTON_TORCH_NATIVE", "PROTON_TORCH_SHAPES"):
+                os.environ.pop(key, None)
+            os.environ.update(env)
+            prof = None
+            if backend == "torch.profiler":
+                prof = tp.profile(activities=[tp.ProfilerActivity.CPU])
+                prof.__enter__()
+            elif backend is not None:
+                proton.start(out, backend=backend, hook="torch")
+            adds(200)
+            step()
+            t0 = time.perf_counter()
+            adds(args.adds)
+            t1 = time.perf_counter()
+            for _ in range(args.steps):
+                step()
+            t2 = time.perf_counter()
+            if prof is not None:
+                prof.__exit__(None, None, None)
+            elif backend is not None:
+                proton.finalize()
+            times[label][0].append((t1 - t0) / args.adds)
+            times[label][1].append((t2 - t1) / args.steps)
+    base_add = statistics.median(times["no profiler"][0])
+    base_step = statistics.median(times["no profiler"][1])
+    print(f"torch {torch.__version__}, {args.rounds} interleaved rounds, medians")
+    print(f"{'configuration':42s} {'us/add':>7s} {'over':>7s} {'x':>5s} {'us/step':>8s} {'over':>7s} {'x':>5s}")
+    for label, _, _ in configs:
+        a = statistics.median(times[label][0])
+        s = statistics.median(times[label][1])
+        print(f"{label:42s} {a * 1e6:7.2f} {(a - base_add) * 1e6:+7.2f} {a / base_add:5.2f} "
+              f"{s * 1e6:8.1f} {(s - base_step) * 1e6:+7.1f} {s / base_step:5.2f}")
+
+
+if __name__ == "__main__":
+    main()

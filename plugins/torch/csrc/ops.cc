@@ -1,0 +1,1079 @@
+// PyTorch operators as Proton contexts, from RecordFunction callbacks: no Python per operator.
+//
+// While a session with hook="torch" runs, one global RecordFunction callback pair
+// (scopes FUNCTION and BACKWARD_FUNCTION) is registered.  At an operator's entry
+// the calling thread's current context is read from the running backends'
+// native setters (capsule "proton.native_context.v1"), (that context, operator
+// name) is interned into a context id of our own (kFirstId and up, resolved by
+// the core through this module), and that id is set as the thread's context, so
+// every kernel the operator launches is tagged with it; at its exit the previous
+// context is set again.  In the steady state an operator costs two thread-local
+// cache probes and two setter calls: no lock, no allocation, no Python.
+//
+// Backward: autograd runs each node as "autograd::engine::evaluate_function: X"
+// (FUNCTION scope, transparent here) around the node's own BACKWARD_FUNCTION
+// record "X" carrying the node's sequence number and the thread that created
+// it.  Forward operators that ran with a sequence number remember their context
+// id in a ring per forward thread; the backward record with that number opens
+// under a link context L(B, F): B is the context the backward pass was called
+// in (published by the Python side around torch.autograd's engine call, else
+// the running thread's own), F the forward operator's context.  L is named when
+// a profile is built (Python, proton_torch.ops.resolve): F's module and operator
+// path, under B.
+//
+// nn.Module calls: global forward pre/post hooks written here (C functions, with
+// the GIL) open each module call as a scope of the core's, or, inside one of our
+// records, as a frame of ours.
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <ATen/core/ivalue.h>
+#include <ATen/record_function.h>
+
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdint>
+#include <cstring>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#ifndef PROTON_TORCH_BUILT_FOR
+#define PROTON_TORCH_BUILT_FOR "unknown"
+#endif
+
+namespace {
+
+constexpr uint64_t kFirstId = uint64_t(1) << 41;  // our ids; the nvtx plugin's start at 2**40
+constexpr size_t kMaxNameBytes = 1024;             // longer names (shapes) are cut
+constexpr int kMaxChannels = 8;
+constexpr size_t kCacheSlots = 1024;        // per-thread (parent, name) -> id cache
+constexpr size_t kSeqSlots = size_t(1) << 15;  // per-forward-thread ring: seqNr -> forward op context
+constexpr size_t kMaxEvents = 10000000;     // trace events kept until a session takes them
+const char kEnginePrefix[] = "autograd::engine::evaluate_function: ";
+
+// What a backend exposes so native code can set the calling thread's context without Python.
+struct NativeContext {
+  uint32_t version;  // 1
+  void (*set)(uint64_t context_id);
+  uint64_t (*get)();
+};
+
+// ------------------------------------------------------------------ state ----
+std::atomic<bool> g_on{false};
+std::atomic<bool> g_shapes{false};
+std::atomic<bool> g_tracing{false};
+at::CallbackHandle g_handle = at::INVALID_CALLBACK_HANDLE;  // touched with the GIL held only
+std::mutex g_enable_mu;
+
+NativeContext g_channels[kMaxChannels];
+std::atomic<int> g_nchannels{0};
+
+std::atomic<uint64_t> g_linked{0};     // backward functions placed under their forward operator
+std::atomic<uint64_t> g_unlinked{0};   // backward functions without a known forward operator
+std::atomic<uint64_t> g_misnested{0};  // exits that matched no open frame of the thread
+std::atomic<uint64_t> g_callback_errors{0};
+std::atomic<uint64_t> g_dropped_events{0};
+
+uint64_t now_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);  // time.monotonic_ns()'s clock: trace events line up
+  return uint64_t(ts.tv_sec) * 1000000000u + uint64_t(ts.tv_nsec);
+}
+
+// ------------------------------------------------------------ context ids ----
+// Entries are never removed: an id names one (parent, name) or one link for the process.
+// What a name entry stands for (the kind it was first interned with).
+enum EntryKind : uint8_t { kOperatorEntry, kModuleEntry, kBackwardEntry, kNamedEntry };
+const char* const kEntryKinds[] = {"op", "module", "backward", "name"};
+
+struct Entry {
+  uint64_t parent;  // name entries: the parent context; links: B
+  uint64_t link;    // links: the forward operator's context F; 0 for name entries
+  bool known;       // links: whether B is the backward pass's context (else the running thread's root)
+  EntryKind kind;   // name entries
+  std::string name;
+};
+
+struct Key {
+  uint64_t parent;
+  uint64_t link;
+  bool known;
+  std::string name;
+  bool operator==(const Key& o) const {
+    return parent == o.parent && link == o.link && known == o.known && name == o.name;
+  }
+};
+
+struct KeyHash {
+  size_t operator()(const Key& k) const {
+    return std::hash<std::string>()(k.name) ^ (k.parent * 0x9E3779B97F4A7C15ull) ^
+           (k.link * 0xC2B2AE3D27D4EB4Full) ^ size_t(k.known);
+  }
+};
+
+std::mutex g_intern_mu;
+std::deque<Entry> g_entries;  // a deque: an entry's name stays where it is (caches point at it)
+std::unordered_map<Key, uint64_t, KeyHash> g_index;
+
+// The id of (parent, name) or of the link (parent=B, link=F); *stable_name gets the entry's own copy.
+uint64_t intern(uint64_t parent, const char* name, size_t len, uint64_t link, const char** stable_name,
+                bool known = true, EntryKind kind = kOperatorEntry) {
+  Key key{parent, link, known, std::string(name, len)};
+  std::lock_guard<std::mutex> g(g_intern_mu);
+  auto it = g_index.find(key);
+  uint64_t id;
+  if (it != g_index.end()) {
+    id = it->second;
+  } else {
+    id = kFirstId + g_entries.size();
+    g_entries.push_back(Entry{parent, link, known, kind, key.name});
+    g_index.emplace(std::move(key), id);
+  }
+  if (stable_name != nullptr) *stable_name = g_entries[id - kFirstId].name.c_str();
+  return id;
+}
+
+// ---------------------------------------------------- forward seqNr rings ----
+// One writer (the forward thread); readers (autograd threads) use the slot's version as a seqlock.
+struct SeqSlot {
+  std::atomic<uint64_t> version{0};
+  std::atomic<int64_t> seq{-1};
+  std::atomic<uint64_t> ctx{0};
+};
+struct SeqRing {
+  SeqSlot slots[kSeqSlots];
+};
+
+std::mutex g_rings_mu;  // the map, and every read of a ring that is not the reader's own
+std::unordered_map<uint64_t, SeqRing*> g_rings;  // RecordFunction thread id -> ring
+
+void ring_write(SeqRing* ring, int64_t seq, uint64_t ctx) {
+  SeqSlot& s = ring->slots[size_t(seq) & (kSeqSlots - 1)];
+  uint64_t v = s.version.load(std::memory_order_relaxed);
+  s.version.store(v + 1, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
+  s.seq.store(seq, std::memory_order_relaxed);
+  s.ctx.store(ctx, std::memory_order_relaxed);
+  s.version.store(v + 2, std::memory_order_release);
+}
+
+uint64_t ring_read(const SeqRing* ring, int64_t seq) {
+  const SeqSlot& s = ring->slots[size_t(seq) & (kSeqSlots - 1)];
+  uint64_t v1 = s.version.load(std::memory_order_acquire);
+  if (v1 & 1) return 0;
+  int64_t found = s.seq.load(std::memory_order_relaxed);
+  uint64_t ctx = s.ctx.load(std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_acquire);
+  return s.version.load(std::memory_order_relaxed) == v1 && found == seq ? ctx : 0;
+}
+
+uint64_t forward_context(uint64_t forward_thread, int64_t seq) {
+  std::lock_guard<std::mutex> g(g_rings_mu);
+  auto it = g_rings.find(forward_thread);
+  return it == g_rings.end() ? 0 : ring_read(it->second, seq);
+}
+
+// ------------------------------------------- backward calls' contexts ----
+// The context each thread called the autograd engine in (Python publishes it around the call), read by
+// autograd's device threads, whose own context knows nothing of the caller's scopes.
+std::mutex g_calls_mu;
+std::unordered_map<uint64_t, uint64_t> g_calls;  // RecordFunction thread id -> context + 1
+std::atomic<int> g_ncalls{0};
+
+uint64_t backward_call_context(uint64_t forward_thread, bool* found) {
+  *found = false;
+  if (g_ncalls.load(std::memory_order_relaxed) == 0) return 0;
+  std::lock_guard<std::mutex> g(g_calls_mu);
+  auto it = g_calls.find(forward_thread);
+  if (it == g_calls.end()) return 0;
+  *found = true;
+  return it->second - 1;
+}
+
+// ------------------------------------------------------ trace events ----
+struct Event {
+  uint64_t ctx;
+  uint64_t tid;
+  uint64_t start;
+  uint64_t end;
+};
+std::mutex g_events_mu;
+std::vector<Event> g_events;
+
+// ------------------------------------------------------- per thread ----
+enum Kind : uint8_t {
+  kOp,        // an operator: ctx set at entry, prev at exit
+  kBackward,  // an autograd node's backward function
+  kEngine,    // evaluate_function: sets nothing itself; its backward function may leave a ctx for the rest
+  kPass,      // a record we do not show (a re-dispatch of the same operator, record_param_comms)
+  kModule,    // an nn.Module opened natively (module_enter), rf == nullptr
+};
+
+struct Frame {
+  const void* rf;
+  const char* name;  // the record's name (valid while it is open)
+  uint64_t ctx;      // what this frame set (kEngine: what its backward function left)
+  uint64_t prev;     // the context to set again at exit
+  uint64_t start;    // tracing: entry time
+  Kind kind;
+  bool changed;      // whether this frame changed the thread's context
+};
+
+struct CacheSlot {
+  uint64_t parent;
+  uintptr_t key;     // the name's address, or a hash of a composed name
+  const char* name;  // the entry's own copy, compared at each hit
+  uint64_t id;
+};
+
+struct PairHash {
+  size_t operator()(const std::pair<uint64_t, uint64_t>& p) const {
+    return size_t(p.first * 0x9E3779B97F4A7C15ull ^ (p.second + 0x632BE59BD9B4E019ull));
+  }
+};
+
+struct ThreadState {
+  std::vector<Frame> frames;
+  std::unique_ptr<CacheSlot[]> cache;
+  std::unordered_map<std::pair<uint64_t, uint64_t>, uint64_t, PairHash> links;  // (B, F) -> link id (B known)
+  SeqRing* ring = nullptr;
+  uint64_t rf_tid = 0;   // at::RecordFunction::currentThreadId()
+  uint64_t os_tid = 0;
+  uint64_t own_ctx = 0;  // the context when no backend offers a setter
+  std::string buf;       // composed names (shapes)
+
+  ThreadState() { frames.reserve(64); }
+  ~ThreadState() {
+    if (ring != nullptr) {
+      std::lock_guard<std::mutex> g(g_rings_mu);
+      auto it = g_rings.find(rf_tid);
+      if (it != g_rings.end() && it->second == ring) g_rings.erase(it);
+      delete ring;
+    }
+  }
+};
+thread_local ThreadState t_state;
+
+uint64_t rf_thread(ThreadState& ts) {
+  if (ts.rf_tid == 0) ts.rf_tid = at::RecordFunction::currentThreadId();
+  return ts.rf_tid;
+}
+
+uint64_t os_thread(ThreadState& ts) {
+  if (ts.os_tid == 0) ts.os_tid = uint64_t(syscall(SYS_gettid));
+  return ts.os_tid;
+}
+
+uint64_t current(ThreadState& ts) {
+  int n = g_nchannels.load(std::memory_order_acquire);
+  return n > 0 ? g_channels[0].get() : ts.own_ctx;
+}
+
+void publish(ThreadState& ts, uint64_t ctx) {
+  int n = g_nchannels.load(std::memory_order_acquire);
+  for (int i = 0; i < n; ++i) g_channels[i].set(ctx);
+  ts.own_ctx = ctx;
+}
+
+uint64_t mix(uint64_t a, uint64_t b) {
+  uint64_t h = a * 0x9E3779B97F4A7C15ull ^ (b + 0x632BE59BD9B4E019ull + (a << 6) + (a >> 2));
+  h ^= h >> 29;
+  h *= 0xBF58476D1CE4E5B9ull;
+  return h ^ (h >> 32);
+}
+
+uint64_t hash_bytes(const char* s, size_t n) {
+  uint64_t h = 0xCBF29CE484222325ull;
+  for (size_t i = 0; i < n; ++i) h = (h ^ uint8_t(s[i])) * 0x100000001B3ull;
+  return h;
+}
+
+// The id of (parent, name): the thread's cache (no lock, no allocation), else the shared table.
+// ``key`` is the name's address for names that outlive the call (operator schemas), else a hash of it:
+// either way a hit is checked against the entry's own copy of the name.
+uint64_t lookup(ThreadState& ts, uint64_t parent, const char* name, size_t len, uintptr_t key,
+                EntryKind kind = kOperatorEntry) {
+  if (!ts.cache) ts.cache.reset(new CacheSlot[kCacheSlots]());
+  CacheSlot& slot = ts.cache[mix(parent, key) & (kCacheSlots - 1)];
+  if (slot.id != 0 && slot.parent == parent && slot.key == key && std::strncmp(slot.name, name, len) == 0 &&
+      slot.name[len] == '\0')
+    return slot.id;
+  const char* stable = nullptr;
+  uint64_t id = intern(parent, name, len, 0, &stable, true, kind);
+  slot = CacheSlot{parent, key, stable, id};
+  return id;
+}
+
+uint64_t lookup_link(ThreadState& ts, uint64_t base, uint64_t forward, bool known) {
+  if (!known) return intern(base, "", 0, forward, nullptr, false);
+  auto key = std::make_pair(base, forward);
+  auto it = ts.links.find(key);
+  if (it != ts.links.end()) return it->second;
+  uint64_t id = intern(base, "", 0, forward, nullptr, true);
+  if (ts.links.size() < 100000) ts.links.emplace(key, id);
+  return id;
+}
+
+// ----------------------------------------------------------------- shapes ----
+void append_int(std::string& out, int64_t v) {
+  char tmp[24];
+  int n = snprintf(tmp, sizeof tmp, "%lld", static_cast<long long>(v));
+  out.append(tmp, size_t(n));
+}
+
+void append_tensor(std::string& out, const at::Tensor& t) {
+  if (t.is_nested()) {
+    out += "nested";
+    return;
+  }
+  c10::SymIntArrayRef sizes = t.sym_sizes();
+  if (sizes.empty()) {
+    out += "()";
+    return;
+  }
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    if (i) out += 'x';
+    auto v = sizes[i].maybe_as_int();
+    if (v.has_value()) {
+      append_int(out, *v);
+    } else {
+      out += '?';  // a symbolic size (tracing under torch.compile)
+    }
+  }
+}
+
+// "[5x8,8x16]": the operator's tensor inputs in order (a list of tensors as "(4x8;4x8)"); others left out.
+void append_shapes(std::string& out, const at::RecordFunction& rf) {
+  out += '[';
+  bool first = true;
+  for (const c10::IValue& v : rf.inputs()) {
+    if (out.size() > kMaxNameBytes) break;
+    if (v.isTensor()) {
+      const at::Tensor& t = v.toTensor();
+      if (!t.defined()) continue;
+      if (!first) out += ',';
+      first = false;
+      append_tensor(out, t);
+    } else if (v.isList()) {
+      auto items = v.toListRef();
+      bool tensors = false;
+      for (const c10::IValue& item : items) tensors = tensors || item.isTensor();
+      if (!tensors) continue;
+      if (!first) out += ',';
+      first = false;
+      out += '(';
+      for (size_t i = 0; i < items.size() && out.size() <= kMaxNameBytes; ++i) {
+        if (i) out += ';';
+        if (items[i].isTensor() && items[i].toTensor().defined()) {
+          append_tensor(out, items[i].toTensor());
+        } else {
+          out += '-';
+        }
+      }
+      out += ')';
+    }
+  }
+  out += ']';
+  if (out.size() > kMaxNameBytes) {
+    out.resize(kMaxNameBytes);
+    out += "...";
+  }
+}
+
+// ---------------------------------------------------------------- callbacks ----
+bool starts_with(const char* s, const char* prefix, size_t n) { return std::strncmp(s, prefix, n) == 0; }
+
+void push(ThreadState& ts, const at::RecordFunction& rf, const char* name, uint64_t ctx, uint64_t prev, Kind kind,
+          bool changed) {
+  uint64_t start = g_tracing.load(std::memory_order_relaxed) && changed ? now_ns() : 0;
+  ts.frames.push_back(Frame{&rf, name, ctx, prev, start, kind, changed});
+  if (changed) publish(ts, ctx);
+}
+
+void enter_backward(ThreadState& ts, const at::RecordFunction& rf, const char* name, uint64_t cur) {
+  // The backward pass's own context: where Python called the engine, else this thread's.
+  bool called = false;
+  uint64_t forward_thread = rf.forwardThreadId();
+  uint64_t base = backward_call_context(forward_thread, &called);
+  if (!called) base = cur;
+  int64_t seq = rf.seqNr();
+  uint64_t forward = seq >= 0 && forward_thread != 0 ? forward_context(forward_thread, seq) : 0;
+  uint64_t parent = base;
+  if (forward != 0) {
+    // Unknown: no engine call published a context for the forward thread and this thread has none of
+    // its own (an autograd device thread under a torch without _engine_run_backward).
+    parent = lookup_link(ts, base, forward, called || base != 0);
+    g_linked.fetch_add(1, std::memory_order_relaxed);
+  } else {
+    g_unlinked.fetch_add(1, std::memory_order_relaxed);
+  }
+  size_t len = std::strlen(name);
+  uint64_t ctx = lookup(ts, parent, name, len, uintptr_t(hash_bytes(name, len)), kBackwardEntry);
+  uint64_t prev = cur;
+  if (!ts.frames.empty() && ts.frames.back().kind == kEngine) {
+    // The rest of evaluate_function (summing gradients for the next nodes) stays under this node.
+    Frame& engine = ts.frames.back();
+    engine.ctx = ctx;
+    engine.changed = true;
+    prev = ctx;
+  }
+  push(ts, rf, name, ctx, prev, kBackward, true);
+}
+
+// "aten::detach" directly inside "aten::detach", or "detach" (autograd's own record of it) inside it.
+bool same_operator(const char* outer, const char* inner) {
+  if (outer == inner || std::strcmp(outer, inner) == 0) return true;
+  return std::strncmp(outer, "aten::", 6) == 0 && std::strcmp(outer + 6, inner) == 0;
+}
+
+// Records that only wrap the operator inside them: not shown.
+bool transparent(const char* name) {
+  switch (name[0]) {
+    case 'P':
+      return std::strcmp(name, "PythonDispatchMode") == 0 || std::strcmp(name, "PythonTLSSnapshot") == 0;
+    case 'r':
+      return std::strcmp(name, "record_param_comms") == 0;
+    default:
+      return false;
+  }
+}
+
+std::unique_ptr<at::ObserverContext> on_enter(const at::RecordFunction& rf) {
+  if (!g_on.load(std::memory_order_relaxed)) return nullptr;
+  try {
+    ThreadState& ts = t_state;
+    const char* name = rf.name();
+    if (name == nullptr || name[0] == '\0') name = "<unnamed>";
+    uint64_t cur = current(ts);
+    if (rf.scope() == at::RecordScope::BACKWARD_FUNCTION) {
+      enter_backward(ts, rf, name, cur);
+      return nullptr;
+    }
+    if (name[0] == 'a' && starts_with(name, kEnginePrefix, sizeof kEnginePrefix - 1)) {
+      push(ts, rf, name, cur, cur, kEngine, false);
+      return nullptr;
+    }
+    if (transparent(name)) {
+      push(ts, rf, name, cur, cur, kPass, false);
+      return nullptr;
+    }
+    // The same operator again, directly inside itself (a Python dispatch mode or a tensor subclass
+    // calling it once more): one node.
+    for (size_t i = ts.frames.size(); i > 0; --i) {
+      const Frame& f = ts.frames[i - 1];
+      if (f.kind == kPass) continue;
+      if (f.kind == kOp && f.ctx == cur && same_operator(f.name, name)) {
+        push(ts, rf, name, cur, cur, kPass, false);
+        return nullptr;
+      }
+      break;
+    }
+    uint64_t ctx;
+    if (g_shapes.load(std::memory_order_relaxed) && rf.needsInputs()) {
+      std::string& buf = ts.buf;
+      buf.assign(name);
+      append_shapes(buf, rf);
+      ctx = lookup(ts, cur, buf.data(), buf.size(), uintptr_t(hash_bytes(buf.data(), buf.size())));
+    } else {
+      ctx = lookup(ts, cur, name, std::strlen(name), uintptr_t(name));
+    }
+    int64_t seq = rf.seqNr();
+    if (seq >= 0) {
+      if (ts.ring == nullptr) {
+        auto* ring = new SeqRing();
+        std::lock_guard<std::mutex> g(g_rings_mu);
+        g_rings[rf_thread(ts)] = ring;
+        ts.ring = ring;
+      }
+      ring_write(ts.ring, seq, ctx);
+    }
+    push(ts, rf, name, ctx, cur, kOp, true);
+  } catch (...) {
+    g_callback_errors.fetch_add(1, std::memory_order_relaxed);
+  }
+  return nullptr;
+}
+
+void record_event(ThreadState& ts, const Frame& f) {
+  uint64_t end = now_ns();
+  std::lock_guard<std::mutex> g(g_events_mu);
+  if (g_events.size() >= kMaxEvents) {
+    g_dropped_events.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  g_events.push_back(Event{f.ctx, os_thread(ts), f.start, end});
+}
+
+void pop_to(ThreadState& ts, size_t index) {
+  Frame f = ts.frames[index];
+  ts.frames.resize(index);
+  if (f.start != 0 && (f.kind == kOp || f.kind == kBackward || f.kind == kModule)) record_event(ts, f);
+  if (f.changed) publish(ts, f.prev);
+}
+
+void on_exit(const at::RecordFunction& rf, at::ObserverContext*) {
+  ThreadState& ts = t_state;
+  auto& frames = ts.frames;
+  size_t i = frames.size();
+  while (i > 0 && frames[i - 1].rf != &rf) --i;
+  if (i == 0) {
+    if (g_on.load(std::memory_order_relaxed)) g_misnested.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  try {
+    // Frames above it lost their end (an asynchronous record ending elsewhere): closed with it.
+    while (frames.size() > i) pop_to(ts, frames.size() - 1);
+    pop_to(ts, i - 1);
+  } catch (...) {
+    g_callback_errors.fetch_add(1, std::memory_order_relaxed);
+  }
+}
+
+// ------------------------------------------------------------ nn.Module hooks ----
+// Global forward pre/post hooks, called by torch with the GIL held, one pair per module call. A module
+// becomes a scope of the core's (so scopes the user opens inside its forward nest under it), opened
+// here with the steps of plugin_api.open_scope/close_scope (plugin_api.scope_stack_protocol, v1) for
+// the plain case and through those Python functions otherwise; a module called inside one of our
+// records (a forward recomputed in backward by activation checkpointing) becomes a frame of ours.
+struct ModuleSupport {
+  PyObject* activity = nullptr;  // plugin_api.ACTIVITY: .any
+  PyObject* thread = nullptr;    // the core's threading.local: .stack, .current
+  PyObject* index = nullptr;     // (parent, "scope", name) -> id
+  PyObject* child = nullptr;     // TREE.child(parent, kind, name) -> id
+  PyObject* kind = nullptr;      // "scope"
+  PyObject* manager = nullptr;   // .setters, .tracing
+  PyObject* open_scope = nullptr;
+  PyObject* close_scope = nullptr;
+  PyObject* s_any = nullptr;
+  PyObject* s_stack = nullptr;
+  PyObject* s_current = nullptr;
+  PyObject* s_setters = nullptr;
+  PyObject* s_tracing = nullptr;
+  PyObject* s_modules = nullptr;
+  PyObject* s_name = nullptr;
+  PyObject* zero = nullptr;
+} g_mod;
+
+enum ModuleKind : uint8_t { kNoScope, kCoreScope, kOwnFrame };
+struct ModuleFrame {
+  PyObject* module;  // a strong reference (left, not released, if the thread ends with the frame open)
+  uint64_t ctx;
+  uint64_t generation;
+  ModuleKind kind;
+};
+thread_local std::vector<ModuleFrame> t_modules;
+// Bumped each time the hooks are (re)installed: frames of an older install lost their post hook
+// (the hooks went away during that module's forward) and are dropped at this thread's next call.
+uint64_t g_module_generation = 1;
+thread_local PyObject* t_core_dict = nullptr;  // this thread's dict of the core's threading.local (kept)
+
+// (parent module, module) -> its attribute name in the parent (strong references to the names only).
+std::unordered_map<std::pair<uint64_t, uint64_t>, PyObject*, PairHash> g_module_names;
+std::vector<uint64_t> g_module_ids;  // ids of the core's module scopes opened, for naming links
+std::unordered_map<uint64_t, bool> g_module_id_set;
+
+// A new reference to the name the Python side would give: the attribute name in the parent, else the class name.
+PyObject* module_name(PyObject* parent, PyObject* module) {
+  if (parent != nullptr) {
+    PyObject* children = PyObject_GetAttr(parent, g_mod.s_modules);
+    if (children == nullptr) {
+      PyErr_Clear();
+    } else if (PyDict_Check(children)) {
+      auto key = std::make_pair(uint64_t(uintptr_t(parent)), uint64_t(uintptr_t(module)));
+      auto it = g_module_names.find(key);
+      if (it != g_module_names.end() && PyDict_GetItemWithError(children, it->second) == module) {
+        Py_DECREF(children);
+        Py_INCREF(it->second);
+        return it->second;
+      }
+      PyErr_Clear();
+      Py_ssize_t pos = 0;
+      PyObject *k, *v;
+      while (PyDict_Next(children, &pos, &k, &v)) {
+        if (v == module && PyUnicode_Check(k)) {
+          if (g_module_names.size() > 100000) {
+            for (auto& kv : g_module_names) Py_DECREF(kv.second);
+            g_module_names.clear();
+          }
+          Py_INCREF(k);
+          auto found = g_module_names.find(key);
+          if (found != g_module_names.end()) {
+            Py_DECREF(found->second);
+            found->second = k;
+          } else {
+            g_module_names.emplace(key, k);
+          }
+          Py_DECREF(children);
+          Py_INCREF(k);
+          return k;
+        }
+      }
+      Py_DECREF(children);
+    } else {
+      Py_DECREF(children);
+    }
+  }
+  return PyObject_GetAttr(reinterpret_cast<PyObject*>(Py_TYPE(module)), g_mod.s_name);
+}
+
+PyObject* core_dict() {
+  if (t_core_dict == nullptr) t_core_dict = PyObject_GetAttrString(g_mod.thread, "__dict__");
+  return t_core_dict;
+}
+
+bool call_setters(PyObject* ctx) {
+  PyObject* setters = PyObject_GetAttr(g_mod.manager, g_mod.s_setters);
+  if (setters == nullptr) return false;
+  bool ok = PyTuple_Check(setters);
+  for (Py_ssize_t i = 0; ok && i < PyTuple_GET_SIZE(setters); ++i) {
+    PyObject* r = PyObject_CallOneArg(PyTuple_GET_ITEM(setters, i), ctx);
+    ok = r != nullptr;
+    Py_XDECREF(r);
+  }
+  Py_DECREF(setters);
+  return ok;
+}
+
+// The id of the innermost scope on a core stack (borrowed), the root's for an empty one.
+PyObject* stack_top(PyObject* stack) {
+  Py_ssize_t n = PyList_GET_SIZE(stack);
+  if (n == 0) return g_mod.zero;
+  PyObject* top = PyList_GET_ITEM(stack, n - 1);
+  return PyTuple_Check(top) && PyTuple_GET_SIZE(top) > 0 ? PyTuple_GET_ITEM(top, 0) : nullptr;
+}
+
+// open_scope(name) in the plain case (no state or op on top): a new reference to the id; nullptr with no
+// error set when it is not the plain case.
+PyObject* fast_open(PyObject* name) {
+  PyObject* d = core_dict();
+  PyObject* stack = d ? PyDict_GetItemWithError(d, g_mod.s_stack) : nullptr;
+  if (stack == nullptr || !PyList_Check(stack)) return nullptr;
+  Py_INCREF(stack);
+  PyObject* result = nullptr;
+  PyObject* parent = stack_top(stack);
+  PyObject* current = parent ? PyDict_GetItemWithError(d, g_mod.s_current) : nullptr;
+  if (current != nullptr && PyObject_RichCompareBool(current, parent, Py_EQ) == 1) {
+    PyObject* key = PyTuple_Pack(3, parent, g_mod.kind, name);
+    PyObject* ctx = key ? PyDict_GetItemWithError(g_mod.index, key) : nullptr;
+    if (ctx != nullptr) {
+      Py_INCREF(ctx);
+    } else if (!PyErr_Occurred()) {
+      ctx = PyObject_CallFunctionObjArgs(g_mod.child, parent, g_mod.kind, name, nullptr);
+    }
+    Py_XDECREF(key);
+    PyObject* now = ctx ? PyLong_FromUnsignedLongLong(now_ns()) : nullptr;
+    PyObject* entry = now ? PyTuple_Pack(3, ctx, name, now) : nullptr;
+    Py_XDECREF(now);
+    if (entry != nullptr && PyList_Append(stack, entry) == 0 && PyDict_SetItem(d, g_mod.s_current, ctx) == 0 &&
+        call_setters(ctx)) {
+      result = ctx;
+      ctx = nullptr;
+    }
+    Py_XDECREF(entry);
+    Py_XDECREF(ctx);
+  }
+  Py_DECREF(stack);
+  return result;
+}
+
+// close_scope(id) in the plain case: 1 closed, 0 not the plain case (nothing changed), -1 an error.
+int fast_close(uint64_t id) {
+  PyObject* tracing = PyObject_GetAttr(g_mod.manager, g_mod.s_tracing);
+  if (tracing == nullptr) return -1;
+  bool traced = !PyTuple_Check(tracing) || PyTuple_GET_SIZE(tracing) > 0;
+  Py_DECREF(tracing);
+  if (traced) return 0;  // close_scope records the scope's event
+  PyObject* d = core_dict();
+  PyObject* stack = d ? PyDict_GetItemWithError(d, g_mod.s_stack) : nullptr;
+  if (stack == nullptr || !PyList_Check(stack)) return PyErr_Occurred() ? -1 : 0;
+  Py_INCREF(stack);
+  int done = 0;
+  Py_ssize_t n = PyList_GET_SIZE(stack);
+  PyObject* top = n ? stack_top(stack) : nullptr;
+  if (top != nullptr && PyLong_Check(top) && PyLong_AsUnsignedLongLong(top) == id) {
+    Py_INCREF(top);
+    PyObject* current = PyDict_GetItemWithError(d, g_mod.s_current);
+    int plain = current ? PyObject_RichCompareBool(current, top, Py_EQ) : -1;
+    Py_DECREF(top);
+    if (plain == 1 && PyList_SetSlice(stack, n - 1, n, nullptr) == 0) {
+      PyObject* parent = stack_top(stack);
+      Py_XINCREF(parent);
+      done = parent && PyDict_SetItem(d, g_mod.s_current, parent) == 0 && call_setters(parent) ? 1 : -1;
+      Py_XDECREF(parent);
+    } else if (plain < 0) {
+      done = -1;
+    }
+  }
+  if (PyErr_Occurred()) PyErr_Clear();
+  Py_DECREF(stack);
+  return done;
+}
+
+PyObject* py_set_module_support(PyObject*, PyObject* args) {
+  PyObject *activity, *protocol;
+  if (!PyArg_ParseTuple(args, "OO", &activity, &protocol)) return nullptr;
+  // (1, thread, index, child, scope_kind, manager, open_scope, close_scope): plugin_api.scope_stack_protocol()
+  if (!PyTuple_Check(protocol) || PyTuple_GET_SIZE(protocol) < 8 || !PyLong_Check(PyTuple_GET_ITEM(protocol, 0)) ||
+      PyLong_AsLong(PyTuple_GET_ITEM(protocol, 0)) != 1 || !PyDict_Check(PyTuple_GET_ITEM(protocol, 2))) {
+    PyErr_Clear();
+    PyErr_SetString(PyExc_ValueError, "unknown scope stack protocol (proton_core is newer than proton-profiler-torch)");
+    return nullptr;
+  }
+  PyObject** slots[] = {&g_mod.thread, &g_mod.index, &g_mod.child, &g_mod.kind, &g_mod.manager, &g_mod.open_scope,
+                        &g_mod.close_scope};
+  for (int i = 0; i < 7; ++i) {
+    PyObject* v = PyTuple_GET_ITEM(protocol, i + 1);
+    Py_INCREF(v);
+    Py_XSETREF(*slots[i], v);
+  }
+  Py_INCREF(activity);
+  Py_XSETREF(g_mod.activity, activity);
+  ++g_module_generation;
+  if (g_mod.s_any == nullptr) {
+    g_mod.s_any = PyUnicode_InternFromString("any");
+    g_mod.s_stack = PyUnicode_InternFromString("stack");
+    g_mod.s_current = PyUnicode_InternFromString("current");
+    g_mod.s_setters = PyUnicode_InternFromString("setters");
+    g_mod.s_tracing = PyUnicode_InternFromString("tracing");
+    g_mod.s_modules = PyUnicode_InternFromString("_modules");
+    g_mod.s_name = PyUnicode_InternFromString("__name__");
+    g_mod.zero = PyLong_FromLong(0);
+  }
+  Py_RETURN_NONE;
+}
+
+// A frame of ours for a module called inside one of our records.
+uint64_t own_module_frame(ThreadState& ts, PyObject* name) {
+  Py_ssize_t len;
+  const char* text = PyUnicode_AsUTF8AndSize(name, &len);
+  if (text == nullptr) return 0;
+  uint64_t cur = current(ts);
+  uint64_t ctx = lookup(ts, cur, text, size_t(len), uintptr_t(hash_bytes(text, size_t(len))), kModuleEntry);
+  uint64_t start = g_tracing.load(std::memory_order_relaxed) ? now_ns() : 0;
+  ts.frames.push_back(Frame{nullptr, nullptr, ctx, cur, start, kModule, true});
+  publish(ts, ctx);
+  return ctx;
+}
+
+void push_module(PyObject* module, uint64_t ctx, ModuleKind kind) {
+  Py_INCREF(module);
+  t_modules.push_back(ModuleFrame{module, ctx, g_module_generation, kind});
+}
+
+PyObject* py_module_pre_hook(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  if (nargs < 1 || g_mod.activity == nullptr) Py_RETURN_NONE;
+  while (!t_modules.empty() && t_modules.back().generation != g_module_generation) {
+    ModuleFrame stale = t_modules.back();
+    t_modules.pop_back();
+    Py_DECREF(stale.module);
+    if (stale.kind == kCoreScope) {  // its scope is still open on the core's stack: closed if innermost
+      PyObject* arg = PyLong_FromUnsignedLongLong(stale.ctx);
+      PyObject* r = arg ? PyObject_CallOneArg(g_mod.close_scope, arg) : nullptr;
+      Py_XDECREF(arg);
+      Py_XDECREF(r);
+      if (PyErr_Occurred()) PyErr_Clear();
+    }
+  }
+  PyObject* module = args[0];
+  // Never raises into the user's forward: a failure here leaves this module call without a scope.
+  PyObject* any = PyObject_GetAttr(g_mod.activity, g_mod.s_any);
+  int on = any ? PyObject_IsTrue(any) : -1;
+  Py_XDECREF(any);
+  PyObject* name = on > 0 ? module_name(t_modules.empty() ? nullptr : t_modules.back().module, module) : nullptr;
+  ThreadState& ts = t_state;
+  uint64_t id = 0;
+  ModuleKind kind = kNoScope;
+  if (name != nullptr && !ts.frames.empty() && g_on.load(std::memory_order_relaxed)) {
+    id = own_module_frame(ts, name);
+    kind = id != 0 ? kOwnFrame : kNoScope;
+  } else if (name != nullptr) {
+    PyObject* ctx = fast_open(name);
+    if (ctx == nullptr && !PyErr_Occurred()) ctx = PyObject_CallOneArg(g_mod.open_scope, name);
+    if (ctx != nullptr) {
+      id = PyLong_AsUnsignedLongLong(ctx);
+      Py_DECREF(ctx);
+      kind = PyErr_Occurred() ? kNoScope : kCoreScope;
+    }
+  }
+  Py_XDECREF(name);
+  if (PyErr_Occurred()) {
+    PyErr_Clear();
+    g_callback_errors.fetch_add(1, std::memory_order_relaxed);
+  }
+  if (kind == kCoreScope && g_module_id_set.emplace(id, true).second) g_module_ids.push_back(id);
+  push_module(module, id, kind);
+  Py_RETURN_NONE;
+}
+
+PyObject* py_module_post_hook(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  if (nargs < 1 || t_modules.empty() || t_modules.back().module != args[0]) Py_RETURN_NONE;  // pre hook not ours
+  ModuleFrame f = t_modules.back();
+  t_modules.pop_back();
+  Py_DECREF(f.module);  // the caller holds its own reference: still alive here
+  if (f.kind == kOwnFrame) {
+    ThreadState& ts = t_state;
+    auto& frames = ts.frames;
+    size_t i = frames.size();
+    while (i > 0 && !(frames[i - 1].kind == kModule && frames[i - 1].ctx == f.ctx)) --i;
+    if (i > 0) {
+      while (frames.size() > i) pop_to(ts, frames.size() - 1);
+      pop_to(ts, i - 1);
+    }
+  } else if (f.kind == kCoreScope) {
+    int done = fast_close(f.ctx);
+    if (done == 0) {
+      PyObject* arg = PyLong_FromUnsignedLongLong(f.ctx);
+      PyObject* r = arg ? PyObject_CallOneArg(g_mod.close_scope, arg) : nullptr;
+      Py_XDECREF(arg);
+      Py_XDECREF(r);
+    }
+    if (done < 0 || PyErr_Occurred()) {
+      PyErr_Clear();
+      g_callback_errors.fetch_add(1, std::memory_order_relaxed);
+    }
+  }
+  Py_RETURN_NONE;
+}
+
+PyObject* py_module_ids(PyObject*, PyObject*) {
+  PyObject* out = PyList_New(Py_ssize_t(g_module_ids.size()));
+  if (out == nullptr) return nullptr;
+  for (size_t i = 0; i < g_module_ids.size(); ++i)
+    PyList_SET_ITEM(out, Py_ssize_t(i), PyLong_FromUnsignedLongLong(g_module_ids[i]));
+  return out;
+}
+
+// ------------------------------------------------------------- Python API ----
+bool set_callbacks(bool on, bool shapes) {
+  std::lock_guard<std::mutex> g(g_enable_mu);
+  if (g_handle != at::INVALID_CALLBACK_HANDLE && (!on || shapes != g_shapes.load())) {
+    at::removeCallback(g_handle);
+    g_handle = at::INVALID_CALLBACK_HANDLE;
+  }
+  g_shapes.store(shapes);
+  if (on && g_handle == at::INVALID_CALLBACK_HANDLE) {
+    at::RecordFunctionCallback cb(&on_enter, &on_exit);
+    cb.needsInputs(shapes).scopes({at::RecordScope::FUNCTION, at::RecordScope::BACKWARD_FUNCTION});
+    g_handle = at::addGlobalCallback(cb);
+  }
+  g_on.store(on);
+  return true;
+}
+
+PyObject* py_enable(PyObject*, PyObject* args, PyObject* kwargs) {
+  static const char* kw[] = {"shapes", nullptr};
+  int shapes = 0;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|p", const_cast<char**>(kw), &shapes)) return nullptr;
+  try {
+    set_callbacks(true, shapes != 0);
+  } catch (const std::exception& e) {
+    PyErr_SetString(PyExc_RuntimeError, e.what());
+    return nullptr;
+  }
+  Py_RETURN_NONE;
+}
+
+PyObject* py_disable(PyObject*, PyObject*) {
+  try {
+    set_callbacks(false, false);
+  } catch (const std::exception& e) {
+    PyErr_SetString(PyExc_RuntimeError, e.what());
+    return nullptr;
+  }
+  Py_RETURN_NONE;
+}
+
+PyObject* py_forget_after_fork(PyObject*, PyObject*) {
+  // A forked child has no session: stop setting contexts without touching torch's own (copied) locks.
+  g_on.store(false);
+  g_nchannels.store(0);
+  Py_RETURN_NONE;
+}
+
+PyObject* py_set_channels(PyObject*, PyObject* arg) {
+  PyObject* seq = PySequence_Fast(arg, "set_channels takes a list of capsules");
+  if (seq == nullptr) return nullptr;
+  Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+  NativeContext found[kMaxChannels];
+  int k = 0;
+  for (Py_ssize_t i = 0; i < n && k < kMaxChannels; ++i) {
+    PyObject* cap = PySequence_Fast_GET_ITEM(seq, i);
+    auto* nc = static_cast<NativeContext*>(PyCapsule_GetPointer(cap, "proton.native_context.v1"));
+    if (nc == nullptr) {
+      Py_DECREF(seq);
+      return nullptr;
+    }
+    if (nc->version >= 1 && nc->set != nullptr && nc->get != nullptr) found[k++] = *nc;
+  }
+  Py_DECREF(seq);
+  // Only while no operator runs with hook="torch" on (the Python side calls this at session changes):
+  // readers see the count first, and slots below it are written before it grows.
+  g_nchannels.store(0, std::memory_order_release);
+  for (int i = 0; i < k; ++i) g_channels[i] = found[i];
+  g_nchannels.store(k, std::memory_order_release);
+  return PyLong_FromLong(k);
+}
+
+PyObject* py_set_tracing(PyObject*, PyObject* arg) {
+  int on = PyObject_IsTrue(arg);
+  if (on < 0) return nullptr;
+  g_tracing.store(on != 0);
+  Py_RETURN_NONE;
+}
+
+PyObject* py_entry(PyObject*, PyObject* arg) {
+  uint64_t id = PyLong_AsUnsignedLongLong(arg);
+  if (PyErr_Occurred()) return nullptr;
+  std::lock_guard<std::mutex> g(g_intern_mu);
+  if (id < kFirstId || id - kFirstId >= g_entries.size()) Py_RETURN_NONE;
+  const Entry& e = g_entries[id - kFirstId];
+  if (e.link != 0)
+    return Py_BuildValue("(sKKO)", "link", (unsigned long long)e.parent, (unsigned long long)e.link,
+                         e.known ? Py_True : Py_False);
+  return Py_BuildValue("(sKs#s)", "name", (unsigned long long)e.parent, e.name.data(), Py_ssize_t(e.name.size()),
+                       kEntryKinds[e.kind]);
+}
+
+PyObject* py_intern(PyObject*, PyObject* args) {
+  unsigned long long parent;
+  const char* name;
+  Py_ssize_t len;
+  if (!PyArg_ParseTuple(args, "Ks#", &parent, &name, &len)) return nullptr;
+  return PyLong_FromUnsignedLongLong(intern(parent, name, size_t(len), 0, nullptr, true, kNamedEntry));
+}
+
+// Around the autograd engine's call (Python): the calling thread's context, for autograd's own threads.
+PyObject* py_backward_enter(PyObject*, PyObject*) {
+  ThreadState& ts = t_state;
+  uint64_t tid = rf_thread(ts);
+  uint64_t value = current(ts) + 1;
+  uint64_t prev = 0;
+  {
+    std::lock_guard<std::mutex> g(g_calls_mu);
+    auto it = g_calls.find(tid);
+    if (it != g_calls.end()) {
+      prev = it->second;
+      it->second = value;
+    } else {
+      g_calls.emplace(tid, value);
+      g_ncalls.fetch_add(1);
+    }
+  }
+  return PyLong_FromUnsignedLongLong(prev);
+}
+
+PyObject* py_backward_exit(PyObject*, PyObject* arg) {
+  uint64_t prev = PyLong_AsUnsignedLongLong(arg);
+  if (PyErr_Occurred()) return nullptr;
+  ThreadState& ts = t_state;
+  uint64_t tid = rf_thread(ts);
+  std::lock_guard<std::mutex> g(g_calls_mu);
+  auto it = g_calls.find(tid);
+  if (it == g_calls.end()) Py_RETURN_NONE;
+  if (prev != 0) {
+    it->second = prev;
+  } else {
+    g_calls.erase(it);
+    g_ncalls.fetch_sub(1);
+  }
+  Py_RETURN_NONE;
+}
+
+PyObject* py_current(PyObject*, PyObject*) { return PyLong_FromUnsignedLongLong(current(t_state)); }
+
+PyObject* py_take_events(PyObject*, PyObject*) {
+  std::vector<Event> events;
+  {
+    std::lock_guard<std::mutex> g(g_events_mu);
+    events.swap(g_events);
+  }
+  PyObject* out = PyList_New(Py_ssize_t(events.size()));
+  if (out == nullptr) return nullptr;
+  for (size_t i = 0; i < events.size(); ++i) {
+    const Event& e = events[i];
+    PyObject* t = Py_BuildValue("(KKKK)", (unsigned long long)e.ctx, (unsigned long long)e.tid,
+                                (unsigned long long)e.start, (unsigned long long)e.end);
+    if (t == nullptr) {
+      Py_DECREF(out);
+      return nullptr;
+    }
+    PyList_SET_ITEM(out, Py_ssize_t(i), t);
+  }
+  return out;
+}
+
+PyObject* py_stats(PyObject*, PyObject*) {
+  size_t entries;
+  {
+    std::lock_guard<std::mutex> g(g_intern_mu);
+    entries = g_entries.size();
+  }
+  return Py_BuildValue("{s:O,s:O,s:i,s:n,s:K,s:K,s:K,s:K,s:K,s:n}", "enabled", g_on.load() ? Py_True : Py_False,
+                       "shapes", g_shapes.load() ? Py_True : Py_False, "channels", g_nchannels.load(), "entries",
+                       Py_ssize_t(entries), "linked", (unsigned long long)g_linked.load(), "unlinked",
+                       (unsigned long long)g_unlinked.load(), "misnested", (unsigned long long)g_misnested.load(),
+                       "callback_errors", (unsigned long long)g_callback_errors.load(), "dropped_events",
+                       (unsigned long long)g_dropped_events.load(), "open_frames_this_thread",
+                       Py_ssize_t(t_state.frames.size()));
+}
+
+PyObject* py_reset_stats(PyObject*, PyObject*) {
+  g_linked.store(0);
+  g_unlinked.store(0);
+  g_misnested.store(0);
+  g_callback_errors.store(0);
+  g_dropped_events.store(0);
+  Py_RETURN_NONE;
+}
+
+PyMethodDef kMethods[] = {
+    {"enable", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(py_enable)), METH_VARARGS | METH_KEYWORDS,
+     "enable(shapes=False): register the RecordFunction callbacks (again, if shapes changed)"},
+    {"disable", py_disable, METH_NOARGS, "disable(): remove the callbacks (records already open still close)"},
+    {"forget_after_fork", py_forget_after_fork, METH_NOARGS, "in a forked child: set no context any more"},
+    {"set_channels", py_set_channels, METH_O,
+     "set_channels([capsule, ...]): the running backends' native context setters; returns how many"},
+    {"set_tracing", py_set_tracing, METH_O, "set_tracing(on): keep an event per operator for take_events()"},
+    {"entry", py_entry, METH_O,
+     "entry(id) -> ('name', parent, name, 'op'|'module'|'backward'|'name') | ('link', backward context, "
+     "forward context, known) | None"},
+    {"intern", py_intern, METH_VARARGS, "intern(parent, name) -> the id of that context"},
+    {"set_module_support", py_set_module_support, METH_VARARGS,
+     "set_module_support(activity, scope_stack_protocol): what module_pre_hook/module_post_hook use"},
+    {"module_pre_hook", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(py_module_pre_hook)),
+     METH_FASTCALL, "module_pre_hook(module, args): a global nn.Module forward pre hook"},
+    {"module_post_hook", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(py_module_post_hook)),
+     METH_FASTCALL, "module_post_hook(module, args, output): a global nn.Module forward hook (always_call)"},
+    {"module_ids", py_module_ids, METH_NOARGS, "module_ids() -> the ids of the module scopes of the core opened"},
+    {"backward_enter", py_backward_enter, METH_NOARGS,
+     "backward_enter() -> token: publish the calling thread's context for autograd's threads"},
+    {"backward_exit", py_backward_exit, METH_O, "backward_exit(token): undo backward_enter"},
+    {"current", py_current, METH_NOARGS, "current() -> the calling thread's context, as the backends hold it"},
+    {"take_events", py_take_events, METH_NOARGS, "take_events() -> [(context, thread id, start ns, end ns)]"},
+    {"stats", py_stats, METH_NOARGS, "counters and settings"},
+    {"reset_stats", py_reset_stats, METH_NOARGS, "zero the counters (tests)"},
+    {nullptr, nullptr, 0, nullptr},
+};
+
+PyModuleDef kModuleDef = {PyModuleDef_HEAD_INIT, "_C", "PyTorch operator contexts from RecordFunction callbacks", -1,
+                       kMethods};
+
+}  // namespace
+
+PyMODINIT_FUNC PyInit__C(void) {
+  PyObject* m = PyModule_Create(&kModuleDef);
+  if (m == nullptr) return nullptr;
+  if (PyModule_AddObject(m, "FIRST_ID", PyLong_FromUnsignedLongLong(kFirstId)) < 0 ||
+      PyModule_AddStringConstant(m, "BUILT_FOR", PROTON_TORCH_BUILT_FOR) < 0) {
+    Py_DECREF(m);
+    return nullptr;
+  }
+  return m;
+}

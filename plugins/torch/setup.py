@@ -1,0 +1,50 @@
+"""Builds proton_torch._C against the torch installed in this environment.
+
+Metadata is in pyproject.toml; this file only adds the extension. Install after torch, with
+``pip install --no-build-isolation`` (an isolated build environment has no torch). Without an
+importable torch the package is built without its extension: ``hook="torch"`` then says, once,
+that it uses the Python dispatch mode and how to build the extension.
+"""
+
+import os
+import sys
+
+from setuptools import setup
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+INFO = os.path.join(HERE, "src", "proton_torch", "_build_info.py")
+
+
+def write_info(torch_version):
+    text = ('"""Written by setup.py at build time: the torch this build\'s extension was compiled for."""\n\n'
+            f"TORCH_VERSION = {torch_version!r}  # None: built without torch, so without the extension\n")
+    old = open(INFO, encoding="utf-8").read() if os.path.exists(INFO) else None
+    if old != text:
+        with open(INFO, "w", encoding="utf-8") as f:
+            f.write(text)
+
+
+def extension():
+    if os.environ.get("PROTON_TORCH_NO_EXTENSION") == "1":
+        return None, {}
+    try:
+        import torch
+        from torch.utils.cpp_extension import BuildExtension, CppExtension
+    except ImportError as exc:
+        print(f"proton-profiler-torch: torch is not importable here ({exc}): building without the native "
+              "extension; install torch first, then `pip install --no-build-isolation` this package",
+              file=sys.stderr)
+        return None, {}
+    ext = CppExtension(
+        "proton_torch._C",
+        ["csrc/ops.cc"],
+        define_macros=[("PROTON_TORCH_BUILT_FOR", f'"{torch.__version__}"')],
+        extra_compile_args=["-O2", "-Wall", "-Wextra", "-Wno-unused-parameter", "-Wno-missing-field-initializers",
+                            "-fvisibility=hidden"],
+    )
+    return (ext, torch.__version__), {"build_ext": BuildExtension.with_options(no_python_abi_suffix=False)}
+
+
+found, cmdclass = extension()
+write_info(found[1] if found else None)
+setup(ext_modules=[found[0]] if found else [], cmdclass=cmdclass)

@@ -1,0 +1,215 @@
+"""The Python side of the native operator contexts: switching them on and off, naming their ids.
+
+``proton_frameworks.torch_ops`` calls :func:`start` when the first ``hook="torch"`` session
+starts (where a running backend offers a native context setter) and :func:`stop` when the last
+one ends. In between, the extension (``csrc/ops.cc``) turns every operator and autograd node
+into a context id of its own, from ``FIRST_ID`` (2**41) up, which :func:`resolve` names for the
+core when a profile is built.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+
+from proton_core.plugin_api import (
+    ACTIVITY,
+    add_scope_event,
+    context_names,
+    native_context_setters,
+    open_sessions,
+    register_context_ids,
+    register_internal_path,
+    scope_stack_protocol,
+)
+
+from .native import NativeUnavailable, load  # noqa: F401  (re-exported for torch_ops)
+
+# start/stop run under the frameworks plugin's SharedInstall lock and the core's session lock; refresh
+# runs from session hooks. No lock of ours: one would be taken in both orders with the core's.
+STATE = {"on": False, "shapes": False, "patched": []}
+
+
+def _native():
+    from . import _C
+
+    return _C
+
+
+def resolve(context_id: int):
+    """(parent id, name) of one of our ids, for the core; None if it is not ours.
+
+    A link L(B, F), where a backward function goes, is named as the module and operator path of
+    the forward operator F under B, the context the backward pass was called in: with F at
+    ``step/forward/Net/fc1/aten::linear/aten::addmm`` (``Net``, ``fc1`` modules) and B at
+    ``step/backward``, L is ``step/backward/Net/fc1/aten::linear/aten::addmm``. The scopes the
+    user opened around the forward pass are left out: they are where the forward pass is. Where
+    B is not known (an autograd thread without the engine call's context: the root), F's own
+    scopes stand in for it (``step/forward/Net/...``).
+    """
+    native = _native()
+    entry = native.entry(context_id)
+    if entry is None:
+        return None
+    kind, parent, value, known = entry
+    if kind == "name":
+        return parent, value
+    base, forward = parent, value
+    full = context_names(forward)
+    if not full:
+        return base, "<unknown forward operator>"
+    start = _framework_start(native, forward, full)
+    if not known and base == 0:
+        base = _chain(native, 0, full[:start])
+    rest = full[start:]
+    return _chain(native, base, rest[:-1]), rest[-1]
+
+
+def _chain(native, parent: int, names) -> int:
+    for name in names:
+        parent = native.intern(parent, name)
+    return parent
+
+
+def _framework_start(native, forward: int, full: list) -> int:
+    """Where the modules and operators begin in ``full``, the path of the forward operator ``forward``:
+    the outermost module scope, else the outermost of the operators and modules of ours leading to it
+    (a forward operator run inside a backward function, as checkpointing recomputes, starts below it)."""
+    chain, cid = 0, forward
+    while True:  # up through operators and modules of ours (not through a backward function or link)
+        entry = native.entry(cid)
+        if entry is None or entry[0] != "name" or entry[3] not in ("op", "module"):
+            break
+        chain += 1
+        cid = entry[1]
+    start = max(len(full) - chain, 0)
+    paths = _module_paths()
+    for k in range(start):
+        if tuple(full[:k + 1]) in paths:
+            return k
+    return min(start, len(full) - 1)
+
+
+_modules_seen = {"count": -1, "paths": frozenset()}
+
+
+def _module_paths() -> frozenset:
+    """The paths of the module scopes (of the core) the module hooks opened so far."""
+    ids = _native().module_ids()
+    if len(ids) != _modules_seen["count"]:
+        _modules_seen["paths"] = frozenset(tuple(context_names(i)) for i in ids)
+        _modules_seen["count"] = len(ids)
+    return _modules_seen["paths"]
+
+
+def _tracing() -> bool:
+    return any(getattr(s, "data", None) == "trace" for s in open_sessions())
+
+
+def refresh() -> None:
+    """Match the extension to the open sessions: their backends' setters, whether any traces."""
+    if STATE["on"]:
+        setters, tracing = native_context_setters(), _tracing()
+        native = _native()
+        native.set_channels(setters)
+        native.set_tracing(tracing)
+
+
+def module_hooks():
+    """(pre, post): the global nn.Module forward hooks of the native side (C functions), for
+    ``register_module_forward_pre_hook`` and ``register_module_forward_hook(..., always_call=True)``."""
+    native = load()
+    native.set_module_support(ACTIVITY, scope_stack_protocol())
+    return native.module_pre_hook, native.module_post_hook
+
+
+def start(shapes: bool = False) -> None:
+    """Register the callbacks (``shapes``: input shapes in operator names)."""
+    native = load()
+    register_context_ids(native.FIRST_ID, resolve)
+    native.set_channels(native_context_setters())
+    native.set_tracing(_tracing())
+    native.enable(shapes=bool(shapes))
+    STATE["patched"] = _patch_backward(native)
+    STATE["on"], STATE["shapes"] = True, bool(shapes)
+
+
+def stop() -> None:
+    """Remove the callbacks: operators cost nothing more (records open now still close)."""
+    if not STATE["on"]:
+        return
+    native = _native()
+    native.disable()
+    if _tracing():
+        drain()  # what a tracing session without hook="torch" saw while the callbacks ran
+    else:
+        native.take_events()
+    _unpatch_backward(STATE["patched"])
+    STATE["patched"] = []
+    native.set_tracing(False)
+    native.set_channels([])
+    STATE["on"] = False
+
+
+def active() -> bool:
+    """Whether the callbacks are registered now."""
+    return STATE["on"]
+
+
+def drain() -> None:
+    """Operator events kept for data="trace" sessions, into them (at a session's finalize)."""
+    if not STATE["on"]:
+        return
+    events = _native().take_events()
+    for ctx, tid, start_ns, end_ns in events:
+        found = resolve(ctx)
+        if found is not None:
+            add_scope_event(found[0], found[1], tid, start_ns, end_ns)
+
+
+# ------------------------------------------------------------ backward calls ----
+# Autograd runs CUDA nodes on its own device threads, whose context knows nothing of the scopes
+# the user opened around ``loss.backward()``. torch.autograd calls the engine through
+# ``_engine_run_backward`` (recent releases; torch.compiler patches it the same way): around it, the
+# calling thread's context is published for those threads (backward_enter/backward_exit).
+
+def _patch_backward(native) -> list:
+    try:
+        import torch.autograd as autograd
+        import torch.autograd.graph as graph
+    except ImportError:
+        return []
+    original = getattr(graph, "_engine_run_backward", None)
+    if original is None:
+        return []
+    enter, leave = native.backward_enter, native.backward_exit
+
+    @functools.wraps(original)
+    def _engine_run_backward(*args, **kwargs):
+        token = enter()
+        try:
+            return original(*args, **kwargs)
+        finally:
+            leave(token)
+
+    patched = []
+    for module in (graph, autograd):
+        if getattr(module, "_engine_run_backward", None) is original:
+            module._engine_run_backward = _engine_run_backward
+            patched.append((module, original, _engine_run_backward))
+    return patched
+
+
+def _unpatch_backward(patched) -> None:
+    for module, original, wrapper in patched:
+        if getattr(module, "_engine_run_backward", None) is wrapper:  # else someone wrapped ours: left alone
+            module._engine_run_backward = original
+
+
+def _after_fork_in_child() -> None:
+    if STATE["on"]:
+        _native().forget_after_fork()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+register_internal_path(os.path.dirname(os.path.abspath(__file__)) + os.sep)

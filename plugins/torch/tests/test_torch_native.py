@@ -1,0 +1,490 @@
+"""hook="torch" through RecordFunction callbacks (proton_torch._C), checked on CPU.
+
+The synthetic backend gets a native context setter (conftest.native_fake), so the operator
+callbacks set contexts exactly as they do with the CUPTI backend. A CPU run launches no device
+kernels: a "kernel emulator" dispatch mode launches one fake kernel ``cpu_<op>`` per aten
+operator that would launch one on a GPU, inside the operator's own record.
+"""
+
+import threading
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import proton_core as proton  # noqa: E402
+from proton_core.plugin_api import open_scopes  # noqa: E402
+from proton_core.testing import child, load_profile  # noqa: E402
+from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
+
+from proton_frameworks import torch_ops  # noqa: E402
+from proton_torch import native, ops  # noqa: E402
+
+try:
+    C = native.load()
+except native.NativeUnavailable as exc:  # pragma: no cover - a checkout built without torch
+    pytest.skip(f"proton_torch's extension is not usable here: {exc}", allow_module_level=True)
+
+KERNEL_OPS = {"aten::addmm", "aten::mm", "aten::relu", "aten::threshold_backward", "aten::sum", "aten::mse_loss",
+              "aten::mse_loss_backward", "aten::add_", "aten::mul"}
+
+
+class KernelEmulator(TorchDispatchMode):
+    def __init__(self, fake, kernels=KERNEL_OPS):
+        super().__init__()
+        self.fake = fake
+        self.kernels = kernels
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        name = func._schema.name
+        if name in self.kernels:
+            self.fake.launch("cpu_" + name.split("::")[1], 10)
+        return func(*args, **(kwargs or {}))
+
+
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = torch.nn.Linear(8, 16)
+        self.act = torch.nn.ReLU()
+        self.fc2 = torch.nn.Linear(16, 4)
+
+    def forward(self, x):
+        return self.fc2(self.act(self.fc1(x)))
+
+
+def names(literal):
+    return [c["frame"]["name"] for c in literal["children"]]
+
+
+def find_all(literal, predicate, prefix=()):
+    out = []
+    for c in literal["children"]:
+        path = prefix + (c["frame"]["name"],)
+        if predicate(c["frame"]["name"]):
+            out.append((path, c))
+        out.extend(find_all(c, predicate, path))
+    return out
+
+
+def count(literal, *path):
+    return child(literal, *path)["metrics"]["count"]
+
+
+def train(tmp_path, fake, steps=1, backward_scope=None, data="tree", kernels=KERNEL_OPS):
+    """Profile ``steps`` SGD steps of Net under scope "step"; the profile's root (or the trace file)."""
+    torch.manual_seed(0)
+    model = Net()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, foreach=False)
+    with KernelEmulator(fake, kernels):
+        proton.start(str(tmp_path / "p"), backend="fake", hook="torch", data=data)
+        assert torch_ops.current_mode() == "native"
+        for _ in range(steps):
+            x, y = torch.randn(5, 8), torch.randn(5, 4)
+            with proton.scope("step"):
+                loss = torch.nn.functional.mse_loss(model(x), y)
+                if backward_scope:
+                    with proton.scope(backward_scope):
+                        loss.backward()
+                else:
+                    loss.backward()
+                opt.step()
+                opt.zero_grad()
+        proton.finalize()
+    if data == "trace":
+        return tmp_path / "p.chrome_trace"
+    return load_profile(str(tmp_path / "p.hatchet"))[0]
+
+
+def test_forward_operators_sit_under_module_paths_with_their_kernels(tmp_path, native_fake):
+    root = train(tmp_path, native_fake, steps=2)
+    # composite operators are shown as torch records them: aten::linear around aten::t and aten::addmm
+    assert count(root, "step", "Net", "fc1", "aten::linear", "aten::addmm", "cpu_addmm") == 2
+    assert count(root, "step", "Net", "fc2", "aten::linear", "aten::addmm", "cpu_addmm") == 2
+    assert count(root, "step", "Net", "act", "aten::relu", "cpu_relu") == 2
+    assert count(root, "step", "aten::mse_loss", "cpu_mse_loss") == 2
+    # the optimizer's updates, outside any module or autograd node
+    assert count(root, "step", "aten::add_", "cpu_add_") == 8
+    assert "PythonDispatchMode" not in str(root)  # the emulator's own records are not shown
+
+
+def test_backward_functions_sit_under_the_forward_operator_that_created_them(tmp_path, native_fake):
+    C.reset_stats()
+    root = train(tmp_path, native_fake)
+    fc2 = child(root, "step", "Net", "fc2", "aten::linear", "aten::addmm")
+    # forward kernel and backward function side by side under the forward operator
+    assert count(fc2, "cpu_addmm") == 1
+    assert count(fc2, "AddmmBackward0", "aten::mm", "cpu_mm") == 2  # grads of fc2's input and weight
+    assert count(root, "step", "Net", "fc1", "aten::linear", "aten::addmm", "AddmmBackward0", "aten::mm",
+                 "cpu_mm") == 1  # fc1: the weight's only (x needs no grad)
+    assert count(root, "step", "Net", "act", "aten::relu", "ReluBackward0", "aten::threshold_backward",
+                 "cpu_threshold_backward") == 1
+    assert count(root, "step", "aten::mse_loss", "MseLossBackward0", "aten::mse_loss_backward",
+                 "cpu_mse_loss_backward") == 1
+    stats = C.stats()
+    assert stats["linked"] == 6 and stats["misnested"] == 0 and stats["callback_errors"] == 0, stats
+    # every emulated kernel has an operator as its parent
+    for path, _ in find_all(root, lambda n: n.startswith("cpu_")):
+        assert path[-2].startswith("aten::"), path
+
+
+def test_the_scope_around_backward_keeps_the_backward_pass(tmp_path, native_fake):
+    root = train(tmp_path, native_fake, backward_scope="backward", kernels=KERNEL_OPS | {"aten::detach"})
+    bwd = child(root, "step", "backward")
+    # the forward operator's path, less what it shares with "step/backward", mirrored under it
+    assert count(bwd, "Net", "fc2", "aten::linear", "aten::addmm", "AddmmBackward0", "aten::mm", "cpu_mm") == 2
+    assert count(bwd, "aten::mse_loss", "MseLossBackward0", "aten::mse_loss_backward", "cpu_mse_loss_backward") == 1
+    # forward keeps only forward work
+    assert names(child(root, "step", "Net", "fc2", "aten::linear", "aten::addmm")) == ["cpu_addmm"]
+    # AccumulateGrad has no forward operator: under the backward scope, grouped by its node
+    assert count(bwd, "torch::autograd::AccumulateGrad", "aten::detach", "cpu_detach") == 4
+
+
+def test_scopes_around_forward_stay_out_of_the_backward_pass(tmp_path, native_fake):
+    """The benchmark's shape: forward, backward and optimizer scopes side by side."""
+    model = Net()
+    x, y = torch.randn(5, 8), torch.randn(5, 4)
+    with KernelEmulator(native_fake):
+        proton.start(str(tmp_path / "s"), backend="fake", hook="torch")
+        with proton.scope("forward"):
+            with proton.scope("loss"):  # user scopes inside forward are left out of the backward path too
+                loss = torch.nn.functional.mse_loss(model(x), y)
+        with proton.scope("backward"):
+            loss.backward()
+        proton.finalize()
+    root = load_profile(str(tmp_path / "s.hatchet"))[0]
+    assert names(root) == ["forward", "backward"]
+    bwd = child(root, "backward")
+    assert sorted(names(bwd)) == ["Net", "aten::mse_loss"]
+    assert count(bwd, "Net", "fc1", "aten::linear", "aten::addmm", "AddmmBackward0", "aten::mm", "cpu_mm") == 1
+    assert count(root, "forward", "loss", "Net", "fc1", "aten::linear", "aten::addmm", "cpu_addmm") == 1
+
+
+def test_without_the_backward_calls_context_the_forward_scopes_stand_in(tmp_path, native_fake):
+    """A thread that runs nodes it did not create, with no context of its own and none published."""
+    model = Net()
+    with KernelEmulator(native_fake):
+        proton.start(str(tmp_path / "u"), backend="fake", hook="torch")
+        with proton.scope("step"):
+            with proton.scope("forward"):
+                loss = model(torch.randn(5, 8)).sum()
+
+        def run_nodes():  # the engine called directly: no _engine_run_backward around it
+            engine = torch.autograd.Variable._execution_engine
+            with KernelEmulator(native_fake):
+                engine.run_backward((loss,), (torch.ones_like(loss),), False, False, (), True, True)
+
+        worker = threading.Thread(target=run_nodes)
+        worker.start()
+        worker.join()
+        proton.finalize()
+    root = load_profile(str(tmp_path / "u.hatchet"))[0]
+    assert names(root) == ["step"]
+    assert count(root, "step", "forward", "Net", "fc2", "aten::linear", "aten::addmm", "AddmmBackward0", "aten::mm",
+                 "cpu_mm") == 2
+
+
+def test_autograd_threads_use_the_context_backward_was_called_in(tmp_path, native_fake):
+    """As on a GPU, where autograd's device thread runs the nodes: here forward ran on thread A,
+    which publishes its backward context (what torch.autograd's engine call does) while thread B
+    runs the nodes, whose own context is the root."""
+    model = Net()
+    x = torch.randn(5, 8)
+    published = threading.Event()
+    done = threading.Event()
+    with KernelEmulator(native_fake):
+        proton.start(str(tmp_path / "t"), backend="fake", hook="torch")
+        with proton.scope("step"):
+            loss = model(x).sum()
+
+            def run_nodes():
+                published.wait()
+                with KernelEmulator(native_fake):
+                    loss.backward()
+                done.set()
+
+            worker = threading.Thread(target=run_nodes)
+            worker.start()
+            with proton.scope("backward"):
+                token = C.backward_enter()
+                published.set()
+                done.wait()
+                C.backward_exit(token)
+            worker.join()
+        proton.finalize()
+    root = load_profile(str(tmp_path / "t.hatchet"))[0]
+    assert count(root, "step", "backward", "Net", "fc2", "aten::linear", "aten::addmm", "AddmmBackward0", "aten::mm",
+                 "cpu_mm") == 2
+
+
+def test_backward_is_published_around_torch_autograd_engine_calls(native_fake, tmp_path):
+    import torch.autograd
+    import torch.autograd.graph
+
+    original = torch.autograd.graph._engine_run_backward
+    proton.start(str(tmp_path / "w"), backend="fake", hook="torch")
+    assert torch.autograd._engine_run_backward is not original
+    assert torch.autograd.graph._engine_run_backward is torch.autograd._engine_run_backward
+    seen = []
+    w = torch.ones(2, requires_grad=True)
+    w.register_hook(lambda g: seen.append(C.stats()["open_frames_this_thread"]) or g)
+    (w * 2).sum().backward()
+    assert seen and seen[0] >= 1  # the hook ran inside the node's records
+    proton.finalize()
+    assert torch.autograd._engine_run_backward is original
+    assert torch.autograd.graph._engine_run_backward is original
+
+
+def test_per_thread_operators_under_that_threads_scopes(tmp_path, native_fake):
+    proton.start(str(tmp_path / "m"), backend="fake", hook="torch")
+
+    def work(i):
+        with KernelEmulator(native_fake):
+            with proton.scope(f"t{i}"):
+                for _ in range(20):
+                    torch.mm(torch.ones(3, 3), torch.ones(3, 3))
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    proton.finalize()
+    root = load_profile(str(tmp_path / "m.hatchet"))[0]
+    for i in range(4):
+        assert count(root, f"t{i}", "aten::mm", "cpu_mm") == 20
+
+
+def test_shapes_option_puts_input_shapes_into_operator_names(tmp_path, native_fake, monkeypatch):
+    monkeypatch.setenv("PROTON_TORCH_SHAPES", "1")
+    root = train(tmp_path, native_fake)
+    fc1 = child(root, "step", "Net", "fc1")
+    assert names(fc1) == ["aten::linear[5x8,16x8,16]"]
+    assert count(fc1, "aten::linear[5x8,16x8,16]", "aten::addmm[16,5x8,8x16]", "cpu_addmm") == 1
+    assert C.stats()["shapes"] is False  # off again after the session
+    # backward functions keep their node names; their operators get shapes
+    fc2 = child(root, "step", "Net", "fc2", "aten::linear[5x16,4x16,4]", "aten::addmm[4,5x16,16x4]")
+    mm = [n for n in names(child(fc2, "AddmmBackward0")) if n.startswith("aten::mm[")]
+    assert sorted(mm) == ["aten::mm[4x5,5x16]", "aten::mm[5x4,4x16]"], mm
+
+
+def test_callbacks_are_registered_only_while_a_session_uses_the_hook(tmp_path, native_fake, channel_lib):
+    assert not C.stats()["enabled"]
+    proton.start(str(tmp_path / "a"), backend="fake")
+    assert not C.stats()["enabled"]  # a session without hook="torch"
+    proton.finalize()
+    a = proton.start(str(tmp_path / "b"), backend="fake", hook="torch")
+    b = proton.start(str(tmp_path / "c"), backend="fake", hook="torch")
+    assert C.stats()["enabled"] and C.stats()["channels"] == 1
+    proton.finalize(a)
+    assert C.stats()["enabled"]
+    proton.finalize(b)
+    stats = C.stats()
+    assert not stats["enabled"] and stats["channels"] == 0 and stats["open_frames_this_thread"] == 0
+    before = C.stats()["entries"]
+    channel_lib.channel_set(12345)
+    torch.mm(torch.ones(2, 2), torch.ones(2, 2)) + 1  # no session: nothing interned, no context set
+    assert C.stats()["entries"] == before and channel_lib.channel_get() == 12345
+
+
+def test_an_error_inside_an_operator_closes_its_records(tmp_path, native_fake):
+    proton.start(str(tmp_path / "e"), backend="fake", hook="torch")
+    with proton.scope("outer"):
+        outer = C.current()
+        with pytest.raises(RuntimeError):
+            torch.mm(torch.ones(2, 3), torch.ones(2, 3))  # shapes do not match: raises inside the operator
+        assert C.current() == outer and C.stats()["open_frames_this_thread"] == 0
+        assert open_scopes() == ["outer"]
+    proton.finalize()
+
+
+def test_trace_sessions_get_an_event_per_operator(tmp_path, native_fake):
+    import json
+
+    path = train(tmp_path, native_fake, data="trace")
+    events = json.loads(path.read_text())["traceEvents"]
+    ops_ = [e for e in events if e.get("ph") == "X" and e.get("name") in ("aten::addmm", "AddmmBackward0")]
+    assert {e["name"] for e in ops_} == {"aten::addmm", "AddmmBackward0"}, ops_[:3]
+    assert len([e for e in ops_ if e["name"] == "aten::addmm"]) == 2
+
+
+def test_modules_run_inside_a_backward_function_nest_under_it(tmp_path, native_fake):
+    """Activation checkpointing recomputes forward inside backward: those module calls open natively."""
+    import torch.utils.checkpoint as checkpoint
+
+    class Outer(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.net = Net()
+
+        def forward(self, x):
+            return checkpoint.checkpoint(self.net, x, use_reentrant=False)
+
+    model = Outer()
+    with KernelEmulator(native_fake):
+        proton.start(str(tmp_path / "k"), backend="fake", hook="torch")
+        with proton.scope("step"):
+            model(torch.randn(5, 8)).sum().backward()
+        proton.finalize()
+    root = load_profile(str(tmp_path / "k.hatchet"))[0]
+    recomputed = [p for p, _ in find_all(root, lambda n: n == "cpu_relu") if any(n.endswith("Backward0") for n in p)]
+    assert len(recomputed) == 1, find_all(root, lambda n: n == "cpu_relu")
+    path = recomputed[0]
+    backward_at = max(i for i, n in enumerate(path) if n.endswith("Backward0"))
+    assert path[backward_at + 1:] == ("Net", "act", "aten::relu", "cpu_relu"), path
+    assert C.stats()["open_frames_this_thread"] == 0
+
+
+def test_python_mode_is_forced_by_the_environment(tmp_path, native_fake, monkeypatch):
+    monkeypatch.setenv("PROTON_TORCH_NATIVE", "0")
+    proton.start(str(tmp_path / "f"), backend="fake", hook="torch")
+    assert torch_ops.current_mode() == "python" and not C.stats()["enabled"]
+    proton.finalize()
+
+
+def test_a_build_for_another_torch_is_refused_in_one_line_and_the_python_mode_runs(tmp_path, native_fake,
+                                                                                 monkeypatch, caplog):
+    from proton_torch import _build_info
+
+    monkeypatch.setattr(_build_info, "TORCH_VERSION", "1.0.0+other")
+    monkeypatch.setattr(torch_ops, "_said", set())
+    with caplog.at_level("WARNING", logger="proton"):
+        for name in ("g", "h"):
+            proton.start(str(tmp_path / name), backend="fake", hook="torch")
+            assert torch_ops.current_mode() == "python"
+            proton.finalize()
+    lines = [r.getMessage() for r in caplog.records if "built for torch" in r.getMessage()]
+    assert len(lines) == 1, lines  # said once
+    assert "\n" not in lines[0]
+    assert f"built for torch 1.0.0+other, not the installed {torch.__version__}" in lines[0]
+    assert "--no-build-isolation" in lines[0]
+    monkeypatch.setenv("PROTON_TORCH_NATIVE", "1")
+    with pytest.raises(proton.ProtonError, match="PROTON_TORCH_NATIVE=1, but proton-profiler-torch was built for"):
+        proton.start(str(tmp_path / "i"), backend="fake", hook="torch")
+
+
+def test_native_mode_needs_a_backend_with_a_native_setter(tmp_path, monkeypatch):
+    proton.start(str(tmp_path / "n"), backend="fake", hook="torch")  # the plain synthetic backend has none
+    assert torch_ops.current_mode() == "python"
+    proton.finalize()
+    monkeypatch.setenv("PROTON_TORCH_NATIVE", "1")
+    with pytest.raises(proton.ProtonError, match="no running backend offers a native context setter"):
+        proton.start(str(tmp_path / "o"), backend="fake", hook="torch")
+
+
+def test_ids_are_ours_and_resolve_like_scopes(tmp_path, native_fake):
+    from proton_core.plugin_api import context_names
+
+    class Probe(torch.nn.Module):
+        def forward(self, x):
+            return x * 2
+
+    proton.start(str(tmp_path / "r"), backend="fake", hook="torch")
+    with proton.scope("outer"):
+        assert 0 < C.current() < C.FIRST_ID  # a core scope, read through the backend's native getter
+        Probe()(torch.ones(2))
+    proton.finalize()
+    ids = [i for i in range(C.FIRST_ID, C.FIRST_ID + C.stats()["entries"]) if C.entry(i)[0] == "name"]
+    spelled = {tuple(context_names(i)) for i in ids}
+    assert ("outer", "Probe", "aten::mul") in spelled
+    assert ops.resolve(C.FIRST_ID - 1) is None
+
+
+def test_scopes_opened_inside_a_module_nest_under_it(tmp_path, native_fake):
+    class Block(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.proj = torch.nn.Linear(4, 4)
+
+        def forward(self, x):
+            with proton.scope("attention"):
+                x = torch.mm(x, x.t())
+            return self.proj(x[:, :4])
+
+    model = Block()
+    with KernelEmulator(native_fake):
+        proton.start(str(tmp_path / "b"), backend="fake", hook="torch")
+        with torch.no_grad():
+            model(torch.randn(4, 4))
+            assert open_scopes() == []
+        proton.finalize()
+    root = load_profile(str(tmp_path / "b.hatchet"))[0]
+    assert count(root, "Block", "attention", "aten::mm", "cpu_mm") == 1
+    assert count(root, "Block", "proj", "aten::linear", "aten::addmm", "cpu_addmm") == 1
+
+
+def test_module_hooks_are_the_native_ones_and_go_at_finalize(tmp_path, native_fake):
+    from torch.nn.modules import module as nn_module
+
+    pre, post = C.module_pre_hook, C.module_post_hook
+    proton.start(str(tmp_path / "h"), backend="fake", hook="torch")
+    assert pre in nn_module._global_forward_pre_hooks.values()
+    assert post in nn_module._global_forward_hooks.values()
+    assert torch_ops.module_pre_hook not in nn_module._global_forward_pre_hooks.values()
+    proton.finalize()
+    assert pre not in nn_module._global_forward_pre_hooks.values()
+    assert post not in nn_module._global_forward_hooks.values()
+
+
+def test_a_deactivated_session_opens_no_module_scopes(tmp_path, native_fake):
+    sid = proton.start(str(tmp_path / "d"), backend="fake", hook="torch")
+    proton.deactivate(sid)
+    seen = []
+
+    class Probe(torch.nn.Module):
+        def forward(self, x):
+            seen.append(open_scopes())
+            return x * 2
+
+    Probe()(torch.ones(2))
+    proton.activate(sid)
+    Probe()(torch.ones(2))
+    assert seen == [[], ["Probe"]]
+    proton.finalize()
+
+
+def test_an_error_in_forward_closes_module_scopes(tmp_path, native_fake):
+    class Boom(torch.nn.Module):
+        def forward(self, x):
+            torch.mm(x, x)
+            raise ValueError("boom")
+
+    proton.start(str(tmp_path / "x"), backend="fake", hook="torch")
+    with proton.scope("outer"):
+        with pytest.raises(ValueError):
+            torch.nn.Sequential(Boom())(torch.randn(2, 2))
+        assert open_scopes() == ["outer"]
+        assert C.stats()["open_frames_this_thread"] == 0
+    proton.finalize()
+
+
+def test_module_frames_left_by_a_session_ended_inside_forward_are_dropped(tmp_path, native_fake):
+    class Outer(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.inner = torch.nn.Linear(2, 2)
+
+        def forward(self, x):
+            proton.finalize()  # the hooks go: Outer's post hook never runs
+            return self.inner(x)
+
+    outer = Outer()
+    proton.start(str(tmp_path / "a"), backend="fake", hook="torch")
+    outer(torch.ones(2))
+    with KernelEmulator(native_fake):
+        proton.start(str(tmp_path / "b"), backend="fake", hook="torch")
+        with torch.no_grad():
+            outer.inner(torch.ones(2))  # called on its own: a top-level module, not Outer's "inner"
+        proton.finalize()
+    root = load_profile(str(tmp_path / "b.hatchet"))[0]
+    assert names(root) == ["Linear"]  # and Outer's scope, left open by the first session, closed
+    assert open_scopes() == []
+
+
+def test_a_build_without_torch_says_how_to_build_the_extension(monkeypatch):
+    from proton_torch import _build_info
+
+    monkeypatch.setattr(_build_info, "TORCH_VERSION", None)
+    with pytest.raises(native.NativeUnavailable, match="built without torch, so without its native extension; "
+                                                       "install torch first, then pip install --no-build-isolation"):
+        native.load()

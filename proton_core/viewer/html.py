@@ -1,0 +1,85 @@
+"""``--html``: one self-contained page with an interactive flame graph of the shown tree.
+
+The page is the bundle built from ``js/`` (d3-flame-graph and the d3 modules
+it uses, in ``static/``), the profile as a JSON block, and the bundle's licence
+texts: no network, no npm at run time.
+"""
+
+from __future__ import annotations
+
+import html as _html
+import json
+import os
+from pathlib import Path
+
+from .._version import __version__
+from .flame import Frames
+
+STATIC = Path(__file__).with_name("static")
+BUNDLE = STATIC / "flamegraph.bundle.js"
+LICENSES = STATIC / "THIRD_PARTY_LICENSES.txt"
+
+PAGE = """<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<meta name="generator" content="proton-view {version}">
+<title>{title}</title>
+</head>
+<body>
+<div id="proton-app"></div>
+<script id="proton-data" type="application/json">{data}</script>
+<script id="third-party-licenses" type="text/plain">{licenses}</script>
+<script>{bundle}</script>
+</body>
+</html>
+"""
+
+
+def _numbers(values) -> list:
+    """JSON has no NaN: a missing value is null."""
+    return [None if v != v else v for v in values]
+
+
+def page_data(view, frames: Frames) -> dict:
+    """The JSON the page reads: flat arrays over the frames in pre-order (any depth, no nesting)."""
+    index: dict[str, int] = {}
+    name_ids = [index.setdefault(n, len(index)) for n in frames.names]
+    calc, order = view.calc, frames.order
+    tips = list(view.headers) + [k for k in calc.keys if k not in view.headers]
+    tip_values = list(view.columns) + [calc.value(k) for k in calc.keys if k not in view.headers]
+    return {
+        "title": os.path.basename(view.table.path) or "profile",
+        "subtitle": view.root_words,
+        "diff": frames.diff,
+        "names": list(index),
+        "name": name_ids,
+        "parent": frames.parent,
+        "metrics": frames.metrics,
+        "value": frames.widths,
+        "delta": frames.deltas if frames.diff else None,
+        "tips": tips,
+        "tip": [_numbers(values[i] for i in order) for values in tip_values],
+    }
+
+
+def _script_safe(text: str) -> str:
+    """Text that cannot close the <script> element it sits in."""
+    return text.replace("</", "<\\/")
+
+
+def write(view, path: str) -> int:
+    """Write the page to ``path``; returns the number of frames in it."""
+    frames = Frames(view)
+    data = json.dumps(page_data(view, frames), separators=(",", ":"), allow_nan=False)
+    page = PAGE.format(
+        version=__version__,
+        title=_html.escape(f"{os.path.basename(view.table.path)} - proton-view"),
+        data=_script_safe(data),
+        licenses=_script_safe(LICENSES.read_text(encoding="utf-8")),
+        bundle=_script_safe(BUNDLE.read_text(encoding="utf-8")),
+    )
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(page)
+    return len(frames.order)
