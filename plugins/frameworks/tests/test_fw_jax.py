@@ -237,9 +237,27 @@ def test_xla_module_ranges_place_library_kernels_under_their_jit_and_vanish(tmp_
             fake.launch("loop_add_fusion", 7)
             fake.launch("sm90_xmma_gemm_f32f32_tn", 5)
         fake.launch("sm90_xmma_gemm_f32f32_tn", 3)  # outside any XLA module: stays where it is
+        thunk = "TSL::Thunk:#name=jit(h)/proj/dot_general,hlo_op=gemm_fusion_dot,unique_hlo_op_id=4294967299#"
+        with proton.scope("TSL::XlaModule:#hlo_module=jit_h,program_id=7#"), proton.scope(thunk):
+            fake.launch("nvjet_tst_64x8_64x16", 2)  # the thunk's op name places a library kernel
     proton.finalize()
     step = node(load(tmp_path / "p.hatchet")[0], "step")
     assert sorted(names(step)) == ["jit(h)", "sm90_xmma_gemm_f32f32_tn"]
-    assert sorted(names(node(step, "jit(h)"))) == ["act", "sm90_xmma_gemm_f32f32_tn"]
+    assert sorted(names(node(step, "jit(h)"))) == ["act", "proj", "sm90_xmma_gemm_f32f32_tn"]
+    assert names(node(step, "jit(h)", "proj")) == ["nvjet_tst_64x8_64x16"]
     assert node(step, "jit(h)", "sm90_xmma_gemm_f32f32_tn")["metrics"]["count"] == 1
     assert names(node(step, "jit(h)", "act")) == ["loop_add_fusion [+act/inner, scale]"]
+
+
+def test_a_kernel_name_two_modules_share_is_placed_by_the_module_xla_says_runs(tmp_path, fake):
+    jax_scopes.register_hlo_text(FUSED_ACROSS_SCOPES)
+    jax_scopes.register_hlo_text(FUSED_ACROSS_SCOPES.replace("jit_h", "jit_k").replace("jit(h)", "jit(k)")
+                                 .replace("/act/", "/other/"))
+    proton.start(str(tmp_path / "p"), backend="fake", hook="jax")
+    for module in ("jit_h", "jit_k"):
+        with proton.scope(f"call_{module}"), proton.scope(f"TSL::XlaModule:#hlo_module={module},program_id=1#"):
+            fake.launch("loop_add_fusion", 7)
+    proton.finalize()
+    root = load(tmp_path / "p.hatchet")[0]
+    assert names(node(root, "call_jit_h", "jit(h)")) == ["act"]
+    assert names(node(root, "call_jit_k", "jit(k)")) == ["other"]

@@ -61,9 +61,6 @@ _SANITIZE = re.compile(r"[^A-Za-z0-9_]")
 #: How XLA on GPU names the kernels it generates (library kernels look otherwise).
 _XLA_KERNEL = re.compile(r"(^|_)fusion(_\d+)?$|^(loop|input|wrapped|triton_gemm|triton_softmax)_")
 _MODULE = re.compile(r"^\s*HloModule\s+([\w.\-]+)", re.M)
-#: XLA's own NVTX ranges (TSL's annotations, pushed when an NVTX tool such as Proton's is
-#: injected): the executable being run, and where XLA says so, the HLO instruction.
-_XLA_RANGE = re.compile(r"^(?:TSL::)?XlaModule:#hlo_module=([^,#]+)|#hlo_op=([^,#]+)")
 UNPLACED = "<jax: no HLO match>"
 _unplaced: set[str] = set()  # XLA-looking kernel names no executable explained, since the last report
 
@@ -181,22 +178,34 @@ def parse_hlo(text: str) -> dict[str, tuple]:
     return out
 
 
+#: XLA's own NVTX ranges (TSL annotations, pushed when an NVTX tool such as Proton's is injected):
+#: the module being run, and per thunk its op name and HLO instruction.
+_XLA_ANNOTATIONS = ("TSL::XlaModule:#", "TSL::Thunk:#", "XlaModule:#", "Thunk:#")
+_HLO_MODULE = re.compile(r"[#,]hlo_module=([^,#]+)")
+_HLO_OP = re.compile(r"[#,]hlo_op=([^,#]+)")
+_THUNK_NAME = re.compile(r"#name=(.*?)(?:,hlo_op=|,unique_hlo_op_id=|#$)")
+
+
 def _strip_xla_ranges(path: tuple) -> tuple:
-    """``path`` without XLA's own NVTX ranges, and the module and instruction they named."""
-    module = op = None
+    """``path`` without XLA's own NVTX ranges, and what they said: (path, module, HLO op, scope
+    elements of the thunk's op name or None)."""
+    module = op = scope = None
     kept = []
     for element in path:
-        m = _XLA_RANGE.search(element) if "#hlo_" in element else None
-        if m is None:
+        if not element.startswith(_XLA_ANNOTATIONS):
             kept.append(element)
             continue
-        module = module or m.group(1)
-        ops = re.findall(r"#?hlo_op=([^,#]+)", element)
-        if ops:
-            op = ops[-1]
-    if module is None and op is None:
-        return path, None, None
-    return tuple(kept), module, op
+        found = _HLO_MODULE.search(element)
+        module = found.group(1) if found else module
+        found = _HLO_OP.search(element)
+        op = found.group(1) if found else op
+        found = _THUNK_NAME.search(element)
+        if found and found.group(1):
+            parts = tuple(p for p in found.group(1).split("/") if p)
+            scope = parts[:-1] if len(parts) > 1 else parts  # without the primitive (dot_general)
+    if len(kept) == len(path):
+        return path, None, None, None
+    return tuple(kept), module, op, scope
 
 
 def register_hlo_text(text: str) -> None:
@@ -254,24 +263,27 @@ def register(fn, *args, **kwargs):
 def _tables() -> dict[str, set]:
     with _lock:
         while _texts:
-            for key, entry in parse_hlo(_texts.pop(0)).items():
-                _table.setdefault(key, set()).add(entry)
+            text = _texts.pop(0)
+            module = _MODULE.search(text)
+            module = module.group(1) if module else None
+            for key, entry in parse_hlo(text).items():
+                _table.setdefault(key, set()).add(entry + (module,))  # names repeat across modules
         return _table
 
 
 def _common(entries) -> tuple:
     """(path elements to file the kernel under, other scopes it fused) for its table entries."""
     if len(entries) == 1:
-        elements, source, others = next(iter(entries))
+        elements, source, others = next(iter(entries))[:3]
         return elements + ((source,) if source else ()), others
-    lists = [e for e, _, _ in entries]
+    lists = [e[0] for e in entries]
     common = []
     for parts in zip(*lists):
         if any(p != parts[0] for p in parts):
             break
         common.append(parts[0])
     common = tuple(common)
-    others = frozenset(o for _, _, os_ in entries for o in os_ if o != common and common[:len(o)] != o)
+    others = frozenset(o for e in entries for o in e[2] if o != common and common[:len(o)] != o)
     return common, others
 
 
@@ -369,12 +381,14 @@ class JaxSource(ContextSource):
         found = _resolved.get(key)
         if found is not None:
             return found
-        path, module, op = _strip_xla_ranges(path)
+        path, module, op, scope = _strip_xla_ranges(path)
         entries = _tables().get(kernel_key(kernel)) or (_tables().get(kernel_key(op)) if op else None)
-        if not entries and module is not None and _modules.get(module):
-            # A library kernel (cuBLAS, cuDNN) or one XLA named otherwise, launched while XLA ran
-            # this module: at least under its jit(...).
-            found = (path + _modules[module], kernel)
+        if entries and module is not None:  # XLA said which module runs: its own instruction of that name
+            entries = {e for e in entries if e[3] == module} or entries
+        if not entries and (scope or (module is not None and _modules.get(module))):
+            # A library kernel (cuBLAS, cuDNN) or one XLA named otherwise, launched inside XLA's
+            # range for its thunk (op name: jit(f)/proj/dot_general) or at least its module.
+            found = (path + (scope or _modules[module]), kernel)
             _resolved[key] = found
             return found
         if entries:
