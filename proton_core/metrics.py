@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import numbers
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .errors import ProtonError
 
@@ -35,9 +35,14 @@ class MetricName:
     base: str
     unit: str | None
     kind: str
+    #: How the user wrote it (surrounding blanks cut): written to the profile as is, so ``-l`` lists
+    #: and ``-m`` takes the name the program used.  None: the canonical spelling.
+    spelling: str | None = field(default=None, compare=False)
 
     @property
     def key(self) -> str:
+        if self.spelling is not None:
+            return self.spelling
         text = self.base if self.unit is None else f"{self.base} ({self.unit})"
         if self.base == "cpu_time":  # upstream writes it without a suffix
             return text
@@ -64,6 +69,8 @@ def parse_name(name: object, *, allow_reserved: bool = False) -> MetricName:
     if kind is None and unit in (INCLUSIVE, EXCLUSIVE, PROPERTY):  # "x (exc)": a type, not a unit
         unit, kind = None, unit
     parsed = MetricName(m.group(1), unit, kind or INCLUSIVE)
+    if parsed.base != "cpu_time" and parsed.key != name.strip():
+        parsed = MetricName(parsed.base, unit, parsed.kind, spelling=name.strip())
     if parsed.base.lower() in RESERVED and not allow_reserved:  # the viewer matches names case-insensitively
         raise ProtonError(
             f"metric name {name!r} clashes with the reserved name '{parsed.base.lower()}' "

@@ -65,7 +65,8 @@ class Session:
         self.output_format = output_format
         self.active = True
         self.closed = False  # detached from its backend; only writing is left
-        self.phases = Phases(lambda: Profile(name, base_name, data, trace=Trace() if data == "trace" else None))
+        self.phases = Phases(lambda: Profile(name, base_name, data, trace=Trace() if data == "trace" else None,
+                                             backend=backend_state.name))
         self.pending: list = []  # (phase, path, MetricName, tensor) read at flush
         self.tallies = Tallies()  # per-launch numbers, counted until the next settle
         self.warned_untimed = False

@@ -49,7 +49,7 @@ def test_tree_inclusive_sums_only_inclusive_metrics(fake):
     a = tree.find("a")
     assert tree.inclusive("bytes", a) == 12
     assert tree.inclusive("time (ns)", a) == 40
-    assert tree.inclusive("x(exc)", a) == 1
+    assert tree.inclusive("x (exc)", a) == 1
     assert tree.inclusive("cpu_time (ns)", a) == 0  # cpu_time never propagates
     assert tree.find("a", "b").metrics["cpu_time (ns)"] > 0
 

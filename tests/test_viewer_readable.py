@@ -157,7 +157,7 @@ def test_no_requested_metric_present_is_an_error(capsys, cpu_only):
 
 def test_metric_names_keep_their_spelling(capsys, cpu_only):
     listed = show(capsys, "-l", cpu_only)
-    assert "m(exc)" in listed  # as the file spells it
+    assert "m (exc)" in listed and "m(exc)" not in listed  # as the program spelled it
     for spelling in ("m (exc)", "m(exc)", "M (EXC)"):
         out = show(capsys, "-m", spelling, cpu_only)
         assert out.splitlines()[0].split("  ")[0].strip() == spelling  # the header says what was asked

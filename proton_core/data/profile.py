@@ -23,6 +23,8 @@ class Profile:
     unobserved_ns: int = 0
     #: Kernels counted without a duration (the vendor library gave none): their time is missing.
     untimed: int = 0
+    #: The backend that recorded it (cupti, host, ...): the viewer's root line names it.
+    backend: str | None = None
 
     def merge(self, other: "Profile") -> None:
         """Add ``other`` (a later phase of the same session) into this profile."""
