@@ -19,20 +19,19 @@ PRELUDE = """
 """
 
 
-def _default_signals():
-    for signum in (signal.SIGHUP, signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, signal.SIG_DFL)
+# Default dispositions, whatever the test runner inherited (under nohup SIGHUP is ignored, and an
+# ignored signal rightly ends nothing); set by the program itself (a preexec_fn would fork a
+# threaded pytest).
+DEFAULT_SIGNALS = "import signal as _s\nfor _n in (_s.SIGHUP, _s.SIGTERM):\n    _s.signal(_n, _s.SIG_DFL)\n"
 
 
 def program(tmp_path, body, env=None, wait_for_ready=False):
     """Start a program that opens a session, runs ``body`` and never calls finalize."""
     name = str(tmp_path / "prof")
-    code = textwrap.dedent(PRELUDE.format(name=name)) + textwrap.dedent(body)
+    code = DEFAULT_SIGNALS + textwrap.dedent(PRELUDE.format(name=name)) + textwrap.dedent(body)
     full_env = {**os.environ, **(env or {})}
-    # Default dispositions, whatever the test runner inherited (under nohup SIGHUP is ignored,
-    # and an ignored signal rightly ends nothing).
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=full_env, cwd=tmp_path, preexec_fn=_default_signals)
+                            env=full_env, cwd=tmp_path)
     if wait_for_ready:
         assert proc.stdout.readline().strip() == "ready"
     return proc, tmp_path / "prof.hatchet"
