@@ -14,6 +14,15 @@ import proton_core as proton  # noqa: E402
 from fwtest import find_all, load  # noqa: E402
 
 
+def needs_jax_gpu():
+    try:
+        gpu = jax.devices("gpu")
+    except RuntimeError:
+        gpu = []
+    if not gpu:
+        pytest.skip("this jax has no GPU backend (pip install jax[cuda12])")
+
+
 def kernels_below(literal):
     if not literal["children"]:
         return [(literal["frame"]["name"], literal["metrics"])]
@@ -29,12 +38,7 @@ def f(x, y):
 
 
 def test_named_scopes_over_their_kernels(tmp_path):
-    try:
-        gpu = jax.devices("gpu")
-    except RuntimeError:
-        gpu = []
-    if not gpu:
-        pytest.skip("this jax has no GPU backend (pip install jax[cuda12])")
+    needs_jax_gpu()
     x = jnp.ones((1024, 512), dtype=jnp.float32)
     y = jnp.ones((1024, 512), dtype=jnp.float32)
     proton.start(str(tmp_path / "p"), backend="cupti", hook="jax")
@@ -104,12 +108,7 @@ def fusion_shapes():
 
 @pytest.mark.parametrize("warm_before_start", [True, False], ids=["compiled-before-start", "compiled-in-session"])
 def test_every_kernel_of_several_fusion_shapes_is_under_its_jit(tmp_path, warm_before_start, capfd):
-    try:
-        gpu = jax.devices("gpu")
-    except RuntimeError:
-        gpu = []
-    if not gpu:
-        pytest.skip("this jax has no GPU backend (pip install jax[cuda12])")
+    needs_jax_gpu()
     cases = fusion_shapes()
     if warm_before_start:  # the usual warm-up: every function compiled and run before profiling
         for _, fn, args in cases:
