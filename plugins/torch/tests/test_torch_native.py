@@ -15,7 +15,6 @@ torch = pytest.importorskip("torch")
 import proton_core as proton  # noqa: E402
 from proton_core.plugin_api import open_scopes  # noqa: E402
 from proton_core.testing import child, load_profile  # noqa: E402
-from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
 
 from proton_frameworks import torch_ops  # noqa: E402
 from proton_torch import native, ops  # noqa: E402
@@ -25,32 +24,7 @@ try:
 except native.NativeUnavailable as exc:  # pragma: no cover - a checkout built without torch
     pytest.skip(f"proton_torch's extension is not usable here: {exc}", allow_module_level=True)
 
-KERNEL_OPS = {"aten::addmm", "aten::mm", "aten::relu", "aten::threshold_backward", "aten::sum", "aten::mse_loss",
-              "aten::mse_loss_backward", "aten::add_", "aten::mul"}
-
-
-class KernelEmulator(TorchDispatchMode):
-    def __init__(self, fake, kernels=KERNEL_OPS):
-        super().__init__()
-        self.fake = fake
-        self.kernels = kernels
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        name = func._schema.name
-        if name in self.kernels:
-            self.fake.launch("cpu_" + name.split("::")[1], 10)
-        return func(*args, **(kwargs or {}))
-
-
-class Net(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.fc1 = torch.nn.Linear(8, 16)
-        self.act = torch.nn.ReLU()
-        self.fc2 = torch.nn.Linear(16, 4)
-
-    def forward(self, x):
-        return self.fc2(self.act(self.fc1(x)))
+from proton_frameworks.torch_testing import KERNEL_OPS, KernelEmulator, Net  # noqa: E402,F401
 
 
 def names(literal):
