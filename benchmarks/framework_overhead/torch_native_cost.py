@@ -1,6 +1,6 @@
 """CPU cost of hook="torch", native and Python modes, against no profiler and torch.profiler.
 
-    python3 plugins/torch/benchmarks/cpu_cost.py [--rounds 25]
+    python3 benchmarks/framework_overhead/torch_native_cost.py [--rounds 25]
 
 Two workloads: 5000 ``a.add(1.0)`` (5 aten records each: dispatch-bound) and 100 steps of a small
 MLP training step (117 records, 4 module calls). Configurations run interleaved, round after round,
@@ -26,17 +26,18 @@ import proton_core as proton
 from proton_core.testing import SyntheticBackend, use_synthetic_backend
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+CHANNEL = os.path.join(HERE, "..", "..", "plugins", "torch", "tests", "native", "channel.c")
 NAME = ctypes.create_string_buffer(b"proton.native_context.v1")
 
 
 def native_setter(workdir):
-    """A capsule (proton.native_context.v1) over tests/native/channel.c's thread-local context."""
+    """A capsule (proton.native_context.v1) over plugins/torch/tests/native/channel.c's thread-local context."""
     cc = shutil.which("cc") or shutil.which("gcc")
     if cc is None:
         raise SystemExit("needs a C compiler (cc) for the test context setter")
     lib_path = os.path.join(workdir, "libchannel.so")
     subprocess.run([cc, "-shared", "-fPIC", "-O2", "-o", lib_path,
-                    os.path.join(HERE, "..", "tests", "native", "channel.c")], check=True)
+                    CHANNEL], check=True)
     lib = ctypes.CDLL(lib_path)
     new = ctypes.pythonapi.PyCapsule_New
     new.restype = ctypes.py_object
