@@ -11,11 +11,8 @@ measured is host time only; GPU ratios come from the benchmark matrix (benchmark
 """
 
 import argparse
-import ctypes
 import os
-import shutil
 import statistics
-import subprocess
 import tempfile
 import time
 
@@ -24,26 +21,19 @@ import torch.profiler as tp
 
 import proton_core as proton
 from proton_core.testing import SyntheticBackend, use_synthetic_backend
+from proton_core.testing.native import NoCompiler, build_library, native_context_capsule
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CHANNEL = os.path.join(HERE, "..", "..", "plugins", "torch", "tests", "native", "channel.c")
-NAME = ctypes.create_string_buffer(b"proton.native_context.v1")
 
 
 def native_setter(workdir):
     """A capsule (proton.native_context.v1) over plugins/torch/tests/native/channel.c's thread-local context."""
-    cc = shutil.which("cc") or shutil.which("gcc")
-    if cc is None:
-        raise SystemExit("needs a C compiler (cc) for the test context setter")
-    lib_path = os.path.join(workdir, "libchannel.so")
-    subprocess.run([cc, "-shared", "-fPIC", "-O2", "-o", lib_path,
-                    CHANNEL], check=True)
-    lib = ctypes.CDLL(lib_path)
-    new = ctypes.pythonapi.PyCapsule_New
-    new.restype = ctypes.py_object
-    new.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
-    return lib, new(ctypes.addressof(ctypes.c_char.in_dll(lib, "channel_native_context")),
-                    ctypes.addressof(NAME), None)
+    try:
+        lib = build_library(CHANNEL, os.path.join(workdir, "libchannel.so"))
+    except NoCompiler as exc:
+        raise SystemExit(f"needs a C compiler: {exc}") from None
+    return lib, native_context_capsule(lib, "channel_native_context")
 
 
 def main():

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import ctypes
 import os
-import shutil
-import subprocess
 
 import pytest
+
+from proton_core.testing.native import NoCompiler, build_library
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -15,13 +15,11 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 @pytest.fixture(scope="session")
 def client(tmp_path_factory):
     """The native client library, attached to Proton's injection library (ctypes handle)."""
-    cc = shutil.which("cc") or shutil.which("gcc")
-    if cc is None:
-        pytest.skip("no C compiler (cc) to build the native NVTX client")
     out = str(tmp_path_factory.mktemp("nvtx_client") / "libnvtx_client.so")
-    subprocess.run([cc, "-shared", "-fPIC", "-O2", "-o", out, os.path.join(HERE, "native", "nvtx_client.c"),
-                    "-lpthread", "-ldl"], check=True)
-    lib = ctypes.CDLL(out)
+    try:
+        lib = build_library(os.path.join(HERE, "native", "nvtx_client.c"), out, "-lpthread", "-ldl")
+    except NoCompiler as exc:
+        pytest.skip(str(exc))
     lib.client_push.argtypes = [ctypes.c_char_p]
     lib.client_push_w.argtypes = [ctypes.c_wchar_p]
     lib.client_domain.restype = ctypes.c_void_p

@@ -11,26 +11,22 @@ from __future__ import annotations
 
 import ctypes
 import os
-import shutil
-import subprocess
 
 import pytest
 
 from proton_core.testing import SyntheticBackend
+from proton_core.testing.native import NoCompiler, build_library, native_context_capsule
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-# PyCapsule_New keeps the name's address, not a copy: the name lives as long as the module.
-CAPSULE_NAME = ctypes.create_string_buffer(b"proton.native_context.v1")
 
 
 @pytest.fixture(scope="session")
 def channel_lib(tmp_path_factory):
-    cc = shutil.which("cc") or shutil.which("gcc")
-    if cc is None:
-        pytest.skip("no C compiler (cc) to build the test context setter")
     out = str(tmp_path_factory.mktemp("channel") / "libchannel.so")
-    subprocess.run([cc, "-shared", "-fPIC", "-O2", "-o", out, os.path.join(HERE, "native", "channel.c")], check=True)
-    lib = ctypes.CDLL(out)
+    try:
+        lib = build_library(os.path.join(HERE, "native", "channel.c"), out)
+    except NoCompiler as exc:
+        pytest.skip(str(exc))
     lib.channel_get.restype = ctypes.c_uint64
     lib.channel_set.argtypes = [ctypes.c_uint64]
     return lib
@@ -54,11 +50,7 @@ class NativeLocal:
 @pytest.fixture
 def native_fake(channel_lib, monkeypatch, fake):
     """``backend="fake"`` with a native context setter: hook="torch" runs natively with it."""
-    new = ctypes.pythonapi.PyCapsule_New
-    new.restype = ctypes.py_object
-    new.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
-    capsule = new(ctypes.addressof(ctypes.c_char.in_dll(channel_lib, "channel_native_context")),
-                  ctypes.addressof(CAPSULE_NAME), None)
+    capsule = native_context_capsule(channel_lib, "channel_native_context")
     init = SyntheticBackend.__init__
 
     def patched_init(self):
