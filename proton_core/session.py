@@ -611,15 +611,9 @@ class Manager:
             session.add_metrics(session.base.here(), parsed)
 
     def add_numbers_here(self, numbers) -> None:
-        """``add_metrics_here`` for checked ``[(MetricName, int | float)]``, at least cost: the steady
-        state (these numbers counted here before) is one lookup and a C-level increment a session."""
-        key = (THREAD.current, id(numbers))
+        """``add_metrics_here`` for checked ``[(MetricName, int | float)]``, at least cost."""
         for session in self.active:
-            entry = session.tallies.entries.get(key)
-            if entry is not None:  # only counted entries exist (python-frames sessions never count)
-                next(entry[1])
-            else:
-                session.add_numbers_here(numbers)
+            session.add_numbers_here(numbers)
 
 
 def split_names(value) -> list[str]:
