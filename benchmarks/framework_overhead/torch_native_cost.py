@@ -20,8 +20,7 @@ import torch
 import torch.profiler as tp
 
 import proton_core as proton
-from proton_core.testing import SyntheticBackend, use_synthetic_backend
-from proton_core.testing.native import NoCompiler, build_library, native_context_capsule
+from proton_core.testing import NoCompiler, SyntheticBackend, build_library, native_context_capsule, use_synthetic_backend
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CHANNEL = os.path.join(HERE, "..", "..", "plugins", "torch", "tests", "native", "channel.c")

@@ -12,6 +12,7 @@ It gives:
 * an autouse fixture that leaves no session, scope or CLI ownership behind;
 * the ``gpu`` marker: such tests are skipped, with the reason, where no
   CUDA GPU with a working CUPTI backend is present;
+* :func:`build_library` and :func:`native_context_capsule` for tests of native paths,
 * :func:`load_profile` and :func:`child` to read written profiles,
   :func:`open_session_ids` and :func:`get_plugins` to inspect the core.
 """
@@ -28,11 +29,13 @@ from ..formats.hatchet import read_document as load_profile
 from ..plugins import get_plugins
 from ..session import MANAGER
 from .contract import BackendContract, Driver, chains
+from .native import NoCompiler, build_library, native_context_capsule
 from .synthetic import SyntheticBackend, SyntheticDriver, SyntheticPlugin
 
 __all__ = [
     "SyntheticBackend", "SyntheticDriver", "BackendContract", "Driver", "chains", "use_synthetic_backend", "reset",
     "open_session_ids", "get_plugins", "gpu_missing_reason", "load_profile", "child",
+    "NoCompiler", "build_library", "native_context_capsule",
 ]
 
 

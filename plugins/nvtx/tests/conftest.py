@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from proton_core.testing.native import NoCompiler, build_library
+from proton_core.testing import NoCompiler, build_library
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 

@@ -14,8 +14,7 @@ import os
 
 import pytest
 
-from proton_core.testing import SyntheticBackend
-from proton_core.testing.native import NoCompiler, build_library, native_context_capsule
+from proton_core.testing import NoCompiler, SyntheticBackend, build_library, native_context_capsule
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
