@@ -19,7 +19,7 @@ Context sources
 Native scope sources (scopes opened by native code on threads without the GIL)
     :func:`open_scope`/:func:`close_scope` (the least-cost scope, for per-event hooks),
     :func:`open_op`/:func:`close_op`, :func:`metric_name` and :func:`add_numbers_here` (the same for
-    per-launch ops and their metrics),
+    per-launch ops and their metrics), :func:`open_counted_op` (both in one cached step),
     :func:`register_context_ids` (ids a plugin interns itself),
     :func:`native_context_setters` (the running backends' C setters, capsules
     named ``proton.native_context.v1``), :func:`innermost_scope`, :func:`context_names`,
@@ -43,6 +43,7 @@ from .data import Profile, Trace, Tree
 from .data.trace import KernelEvent, ScopeEvent
 from .data.tree import Node as TreeNode
 from .errors import BackendUnavailable, PluginError, ProtonError
+from .launch_ops import open_counted_op
 from .log import warn
 from .plugins import hookimpl
 from .scope import CPU_TIME, close_op_unchecked, close_unchecked, enter_scope, exit_scope, open_op_unchecked, open_unchecked
@@ -60,7 +61,8 @@ __all__ = [
     "SharedInstall", "register_internal_path", "is_internal", "capture_frames",
     # native scope sources
     "register_context_ids", "native_context_setters", "innermost_scope", "context_names", "open_scope",
-    "close_scope", "scope_stack_protocol", "open_op", "close_op", "metric_name", "add_numbers_here", "add_cpu_time_at",
+    "close_scope", "scope_stack_protocol", "open_op", "close_op", "metric_name", "add_numbers_here", "open_counted_op",
+    "add_cpu_time_at",
     "add_scope_event", "open_sessions", "NATIVE_CONTEXT_CAPSULE",
     # data and sessions
     "Profile", "Tree", "TreeNode", "Trace", "KernelEvent", "ScopeEvent", "Session",

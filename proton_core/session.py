@@ -175,7 +175,8 @@ class Session:
 
     def settle(self) -> None:
         """Multiply the counted per-launch numbers into the current phase (manager lock held)."""
-        self.tallies.settle(self._merge_at)
+        if self.tallies.settle(self._merge_at):
+            ACTIVITY.generation += 1
 
     def resolve_pending(self) -> None:
         """Read the tensor metric values; a bad one is left out with one warning, never the profile."""
@@ -208,10 +209,13 @@ class Session:
 class Activity:
     """Whether any session records now, as a plain attribute: per-launch hooks read ``ACTIVITY.any``."""
 
-    __slots__ = ("any",)
+    __slots__ = ("any", "generation")
 
     def __init__(self) -> None:
         self.any = False
+        #: Bumped whenever what per-launch caches hold may be stale (active sessions changed, tallies
+        #: retired entries): :mod:`proton_core.launch_ops` checks it at every cached launch.
+        self.generation = 0
 
 
 ACTIVITY = Activity()
@@ -379,6 +383,7 @@ class Manager:
         """Recompute snapshots and give every backend a new epoch."""
         self.active = tuple(s for s in self.sessions.values() if s.active and not s.closed)
         ACTIVITY.any = bool(self.active)
+        ACTIVITY.generation += 1
         self.running = tuple(self.backends.values())
         self.setters = tuple(f for f in (context_setter(s.backend) for s in self.running) if f is not None)
         self.tracing = tuple(s for s in self.active if s.data == "trace")

@@ -31,30 +31,53 @@ class Tallies:
         #: (context id, id(numbers)) -> [numbers, count, applied]; the entry keeps ``numbers`` alive,
         #: so its id cannot be reused while the key exists.
         self.entries: dict = {}
+        #: Entries dropped from ``entries`` at the last settle, settled once more at the next one: a
+        #: launch that took the counter just before it was dropped still counts.
+        self.retired: list = []
 
     def add(self, ctx: int, numbers) -> bool:
         """Count ``numbers`` once more at ``ctx``; False (nothing counted) for numbers that hold a
         property (``(pty)``: the last value wins, which a count cannot tell): merge those directly."""
+        counter = self.counter(ctx, numbers)
+        if counter is None:
+            return False
+        next(counter)
+        return True
+
+    def counter(self, ctx: int, numbers):
+        """The ``itertools.count`` that counts ``numbers`` at ``ctx`` (advance it once per launch), or
+        None for numbers holding a property.  Valid until a settle retires it (:attr:`retired`)."""
         key = (ctx, id(numbers))
         entry = self.entries.get(key)
         if entry is None:
             if any(name.kind == PROPERTY for name, _ in numbers):
-                return False
+                return None
             entry = self.entries.setdefault(key, [numbers, itertools.count(), 0])
-        next(entry[1])
-        return True
+        return entry[1]
 
-    def settle(self, merge) -> None:
-        """``merge(ctx, [(MetricName, value × count)])`` for what was counted since the last settle."""
+    def settle(self, merge) -> bool:
+        """``merge(ctx, [(MetricName, value × count)])`` for what was counted since the last settle.
+        True when entries were retired: counters handed out before (cached by launch hooks) must be
+        taken again."""
+        retired, self.retired = self.retired, []
+        for key, entry in retired:
+            _settle_one(key, entry, merge)
         idle = []
         for key, entry in list(self.entries.items()):
-            total = _value(entry[1])
-            times = total - entry[2]
-            if not times:
+            if not _settle_one(key, entry, merge):
                 idle.append(key)
-                continue
-            entry[2] = total
-            merge(key[0], [(name, value * times) for name, value in entry[0]])
-        if len(self.entries) > MAX_IDLE:
-            for key in idle:
-                del self.entries[key]
+        if len(self.entries) <= MAX_IDLE:
+            return False
+        self.retired = [(key, self.entries.pop(key)) for key in idle]
+        return bool(self.retired)
+
+
+def _settle_one(key, entry, merge) -> bool:
+    """Merge what ``entry`` counted since its last settle; False when it counted nothing."""
+    total = _value(entry[1])
+    times = total - entry[2]
+    if not times:
+        return False
+    entry[2] = total
+    merge(key[0], [(name, value * times) for name, value in entry[0]])
+    return True

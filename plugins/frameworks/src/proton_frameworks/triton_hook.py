@@ -36,6 +36,7 @@ from proton_core.plugin_api import (
     close_op,
     enter_scope,
     metric_name,
+    open_counted_op,
     open_op,
 )
 from proton_core.plugin_api import thread_state
@@ -82,24 +83,22 @@ def _plan(keys: tuple) -> list:
 _PLANS: dict = {}
 
 
-#: (keys, values) of a launch_metadata dict -> its checked numbers (one tuple object per distinct
-#: dict, which the core counts per launch instead of merging), or False: take the general path
+#: launch_metadata's items -> ((metric name, value), ...) when every metric is a plain non-negative
+#: finite int/float (one tuple object per distinct dict, which the core counts per launch instead of
+#: merging), or False: take the general path
 _CHECKED: dict = {}
 _MAX_CHECKED = 65536
 
 
-def _plain_numbers(data: dict):
-    """((metric name, value), ...) when every metric is a plain non-negative finite int/float, else None."""
-    keys, values = tuple(data), tuple(data.values())
-    try:
-        found = _CHECKED.get((keys, values))
-    except TypeError:  # an unhashable value (a list): the general path explains it
-        return None
+def _plain_numbers(items: tuple):
+    """The checked numbers of one launch_metadata dict's items, or None (the general path explains)."""
+    found = _CHECKED.get(items)
     if found is None:
-        found = _check(keys, data)
+        keys = tuple(key for key, _ in items)
+        found = _check(keys, dict(items))
         if len(_CHECKED) >= _MAX_CHECKED:  # values that change at every launch: stay bounded
             _CHECKED.clear()
-        _CHECKED[(keys, values)] = found
+        _CHECKED[items] = found
     return found if found is not False else None
 
 
@@ -125,15 +124,23 @@ def launch_enter(meta) -> None:
     if not getattr(meta, "extras", True) and RESERVED_KEYS.issuperset(meta.data):
         return
     data = meta.get()
+    items = tuple(data.items())
+    try:
+        if open_counted_op(items):  # this metadata was opened here before: one cached step
+            return
+    except TypeError:  # an unhashable value (a list): the general path explains it
+        items = None
     name = data.get("name")
     try:
-        plain = _plain_numbers(data) if type(name) is str and name else None
+        plain = _plain_numbers(items) if items is not None and type(name) is str and name else None
         if plain is None:  # tensors, bad values or a bad name: checked and explained by enter_scope
             enter_scope(name, triton_op=True, metrics=_metrics_of(data) or None)
             return
     except ProtonError as exc:
         raise ProtonError(f"launch_metadata of Triton kernel {name!r}: {exc}") from None
-    open_op(name)
+    if open_counted_op(items, name, plain):
+        return
+    open_op(name)  # a python-context session, or nothing to count: open and add the general way
     if plain:
         add_numbers_here(plain)
 
