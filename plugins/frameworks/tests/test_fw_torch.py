@@ -94,19 +94,46 @@ def test_exception_in_forward_closes_scopes(tmp_path, fake):
     proton.finalize()
 
 
-def test_uninstall_removes_mode_and_hooks(tmp_path, fake):
+def test_uninstall_removes_mode_and_module_call_wrapper(tmp_path, fake):
     from torch.nn.modules import module as nn_module
 
     depth = torch._C._len_torch_dispatch_stack()
+    original = torch.nn.Module.__dict__["__call__"]
+    hooks = (len(nn_module._global_forward_pre_hooks), len(nn_module._global_forward_hooks))
     proton.start(str(tmp_path / "p"), backend="fake", hook="torch")
     assert torch._C._len_torch_dispatch_stack() == depth + 1
-    assert torch_ops.module_pre_hook in nn_module._global_forward_pre_hooks.values()
+    wrapper = torch.nn.Module.__dict__["__call__"]
+    assert wrapper is not original and wrapper.__wrapped__ is original
+    (patch,) = torch_ops.MODE.state["handles"]
+    assert (patch.pre, patch.post) == (torch_ops.module_pre_hook, torch_ops.module_post_hook)
+    # No global module hook: one would send every module call down torch's slow _call_impl path.
+    assert (len(nn_module._global_forward_pre_hooks), len(nn_module._global_forward_hooks)) == hooks
     proton.finalize()
     assert torch._C._len_torch_dispatch_stack() == depth
-    assert torch_ops.module_pre_hook not in nn_module._global_forward_pre_hooks.values()
-    assert torch_ops.module_post_hook not in nn_module._global_forward_hooks.values()
+    assert torch.nn.Module.__dict__["__call__"] is original
     torch.mm(torch.ones(2, 2), torch.ones(2, 2))  # no session: runs plainly
     assert open_scopes() == []
+
+
+def test_module_scope_closes_when_forward_raises_and_user_hooks_still_run(tmp_path, fake):
+    seen = []
+
+    class Boom(torch.nn.Module):
+        def forward(self, x):
+            seen.append(open_scopes())
+            raise ValueError("boom")
+
+    module = Boom()
+    handle = module.register_forward_pre_hook(lambda m, args: seen.append("user pre"))
+    proton.start(str(tmp_path / "p"), backend="fake", hook="torch")
+    try:
+        module(torch.ones(2))
+    except ValueError:
+        pass
+    assert seen == ["user pre", ["Boom"]]
+    assert open_scopes() == []  # closed by the wrapper's finally
+    proton.finalize()
+    handle.remove()
 
 
 def test_deactivated_session_opens_no_scopes(tmp_path, fake):

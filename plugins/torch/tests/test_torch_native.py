@@ -388,16 +388,15 @@ def test_scopes_opened_inside_a_module_nest_under_it(tmp_path, native_fake):
 
 
 def test_module_hooks_are_the_native_ones_and_go_at_finalize(tmp_path, native_fake):
-    from torch.nn.modules import module as nn_module
+    from proton_frameworks.torch_ops import MODE
 
-    pre, post = C.module_pre_hook, C.module_post_hook
+    original = torch.nn.Module.__dict__["__call__"]
     proton.start(str(tmp_path / "h"), backend="fake", hook="torch")
-    assert pre in nn_module._global_forward_pre_hooks.values()
-    assert post in nn_module._global_forward_hooks.values()
-    assert torch_ops.module_pre_hook not in nn_module._global_forward_pre_hooks.values()
+    (patch,) = MODE.state["handles"]
+    assert (patch.pre, patch.post) == (C.module_pre_hook, C.module_post_hook)
+    assert torch.nn.Module.__dict__["__call__"] is patch.wrapper
     proton.finalize()
-    assert pre not in nn_module._global_forward_pre_hooks.values()
-    assert post not in nn_module._global_forward_hooks.values()
+    assert torch.nn.Module.__dict__["__call__"] is original
 
 
 def test_a_deactivated_session_opens_no_module_scopes(tmp_path, native_fake):
