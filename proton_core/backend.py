@@ -55,6 +55,17 @@ class Batch:
     unobserved_ns: int = 0
     #: Kernels in ``records`` whose duration the vendor library did not give (counted, time 0).
     untimed: int = 0
+    #: Metrics measured inside kernels, filed below the kernel's node:
+    #: (epoch, node_id, kernel_name, device_id, sub_path, metrics) where sub_path is a tuple of
+    #: names below the kernel node (may be empty: the kernel node itself) and metrics a tuple of
+    #: (metric name str, int|float) summed into that node like add_metrics (properties replaced).
+    #: Routed by epoch as ``records`` are, to ``path(node_id) / kernel_name / *sub_path`` (a Triton
+    #: op renames the kernel node here too); a kernel needs no record of its own.  Aggregate as you
+    #: drain (one entry per distinct key and flush), never one entry per raw sample.  Nodes of a
+    #: non-empty sub_path are marked as inside the kernel (hatchet frame type ``in_kernel``).
+    #: ``data="trace"`` sessions file them in their tree as well; the Chrome trace has no place
+    #: for them and leaves them out.  A bad metric name fails the flush with one ProtonError line.
+    kernel_metrics: list = field(default_factory=list)
 
 
 class Backend:

@@ -22,7 +22,7 @@ from .errors import BackendUnavailable, ProtonError
 from .phases import Phases
 from .tallies import Tallies
 from .data.tree import merge_metrics
-from .metrics import parse_name as parse_metric_name, read_tensor
+from .metrics import PROPERTY, parse_name as parse_metric_name, read_tensor
 from .plugins import get_plugins
 
 DATA_KINDS = ("tree", "trace")
@@ -136,6 +136,34 @@ class Session:
         if properties:
             profile.tree.add_metrics(path + (kernel,), [(parse_metric_name(n), v) for n, v in properties])
         self.phases.counts[phase] = self.phases.counts.get(phase, 0) + count
+
+    def add_kernel_metrics(self, phase, node_id, kernel, device_id, sub_path, metrics, names) -> bool:
+        """File one ``Batch.kernel_metrics`` entry at ``path(node_id) / kernel / *sub_path`` of the
+        phase's tree; ``names`` maps each metric name of ``metrics`` to ``(key, is_property)`` (checked
+        by the manager).  The node is found once per (node, kernel, device, sub_path) and tree, so a
+        flush costs a dict lookup per entry.  False: the phase was cleared before it was complete."""
+        profile = self.phases.profile_for(phase)
+        if profile is None:
+            return False
+        tree = profile.tree
+        key = (node_id, kernel, device_id, sub_path)
+        node = tree.kernel_nodes.get(key)
+        if node is None:
+            top = (node_id, kernel, device_id, ())
+            node = tree.kernel_nodes.get(top)
+            if node is None:  # the kernel's node: the one add_record files at
+                path, name, _ = self.kernel_path(self.elements(node_id), kernel)
+                node = tree.kernel_nodes[top] = tree.node(path).child(name)
+                tree.device_ids.setdefault(self.backend_state.device_type, set()).add(device_id)
+            for part in sub_path:
+                node = node.child(part)
+                node.inner = True
+            tree.kernel_nodes[key] = node
+        store = node.metrics
+        for name, value in metrics:
+            metric, is_property = names[name]
+            store[metric] = value if is_property else store.get(metric, 0) + value
+        return True
 
     def add_event(self, phase, node_id, kernel, device_id, stream, start, end, launch, tid) -> None:
         profile = self.phases.profile_for(phase)
@@ -418,6 +446,9 @@ class Manager:
             for session, phase in routes:
                 if not session.closed:
                     session.add_record(phase, node_id, kernel, device_id, time_ns, count)
+        unrouted_inner, late_inner, bad_name = 0, {}, None
+        if batch.kernel_metrics:
+            unrouted_inner, late_inner, bad_name = _route_kernel_metrics(state, batch.kernel_metrics, epochs)
         for epoch, node_id, kernel, device_id, stream, start, end, launch, tid in batch.events:
             for session, phase in epochs.get(epoch, ()):
                 if not session.closed and session.data == "trace":
@@ -432,9 +463,10 @@ class Manager:
             for profile in session.phases.profiles.values():
                 profile.devices = state.devices
             late, session.phases.late = session.phases.late, 0
+            late_entries = late_inner.pop(session, 0)
             if not session.closed:  # what the backend could not deliver whole, in the current phase's profile
                 profile = session.profile
-                profile.dropped += batch.dropped + late + unrouted
+                profile.dropped += batch.dropped + late + unrouted + unrouted_inner + late_entries
                 profile.unobserved_ns += batch.unobserved_ns
                 profile.untimed += batch.untimed
                 if batch.untimed and not session.warned_untimed:
@@ -444,12 +476,20 @@ class Manager:
             if late:
                 log.warn(f"session {session.id}: {late} kernels arrived for phases already cleared; "
                          "they are counted in 'dropped' (clear a phase only once it is complete)")
+            if late_entries:
+                log.warn(f"session {session.id}: {late_entries} in-kernel metric entries arrived for phases already "
+                         "cleared; they are counted in 'dropped' (clear a phase only once it is complete)")
         if unrouted:
             log.warn(f"backend {state.name!r} delivered {unrouted} kernel records after the flush that should have "
                      "held them; they are counted in 'dropped'")
+        if unrouted_inner:
+            log.warn(f"backend {state.name!r} delivered {unrouted_inner} in-kernel metric entries after the flush "
+                     "that should have held them; they are counted in 'dropped'")
         if batch.dropped:
             log.warn(f"backend {state.name!r} dropped {batch.dropped} activity records; "
                      "their kernels are missing from the profile (see 'dropped' in the profile)")
+        if bad_name is not None:  # after the bookkeeping: the rest of the batch is filed, this entry is not
+            raise bad_name
 
     # ------------------------------------------------------------- phases ----
     def _one(self, session_id) -> Session:
@@ -619,6 +659,36 @@ class Manager:
         """``add_metrics_here`` for checked ``[(MetricName, int | float)]``, at least cost."""
         for session in self.active:
             session.add_numbers_here(numbers)
+
+
+def _route_kernel_metrics(state: BackendState, entries, epochs) -> tuple:
+    """``Manager.flush``'s part for ``Batch.kernel_metrics``: each entry goes to the sessions and phases of
+    its epoch, as kernel records do.  Each distinct metric name is parsed once per flush; an entry with a
+    bad one is skipped and a ProtonError naming the backend and the name is returned, raised by the caller.
+    Returns (entries of retired epochs, {session: entries for cleared phases}, error or None)."""
+    parsed: dict = {}
+    unrouted, late, error = 0, {}, None
+    for epoch, node_id, kernel, device_id, sub_path, metrics in entries:
+        routes = epochs.get(epoch)
+        if routes is None:
+            unrouted += 1
+            continue
+        try:
+            for name, _ in metrics:
+                if name not in parsed:
+                    metric = parse_metric_name(name)
+                    parsed[name] = (metric.key, metric.kind == PROPERTY)
+        except (ProtonError, TypeError) as exc:  # TypeError: a name that is no string (unhashable)
+            if error is None:
+                why = str(exc).splitlines()[0] if isinstance(exc, ProtonError) else f"metric name {name!r} is no string"
+                error = ProtonError(f"backend {state.name!r} delivered an in-kernel metric with a bad name: {why}")
+            continue
+        sub_path = tuple(sub_path)
+        for session, phase in routes:
+            if not session.closed and not session.add_kernel_metrics(phase, node_id, kernel, device_id, sub_path,
+                                                                     metrics, parsed):
+                late[session] = late.get(session, 0) + 1
+    return unrouted, late, error
 
 
 def split_names(value) -> list[str]:

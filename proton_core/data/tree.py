@@ -4,7 +4,9 @@ Values are stored *exclusively* (as measured at each node), the way upstream
 Proton writes them; :meth:`Tree.inclusive` sums inclusive metrics up the tree
 for readers that want totals.  Children are keyed by name, so a Triton op's
 metrics and its renamed kernel share one node; a kernel's time and count are
-kept per device.  How a tree is written to a file is the formats' business
+kept per device.  Nodes *inside* a kernel (source lines, SASS offsets, intra-kernel
+scopes: ``Batch.kernel_metrics``) hang below the kernel's node, marked ``inner``.
+How a tree is written to a file is the formats' business
 (:mod:`proton_core.formats`), not the model's.
 """
 
@@ -15,7 +17,7 @@ from ..metrics import COUNT_KEY, PROPERTY, TIME_KEY
 
 
 class Node:
-    __slots__ = ("name", "children", "metrics", "kernels")
+    __slots__ = ("name", "children", "metrics", "kernels", "inner")
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -23,6 +25,9 @@ class Node:
         self.metrics: dict[str, object] = {}
         #: (device_type, device_id) -> [time_ns, count]
         self.kernels: dict[tuple[str, int], list[int]] = {}
+        #: A place inside a kernel (below the kernel's node), not a host-side frame: readers
+        #: find kernels with per-line data as the parents of such nodes.
+        self.inner = False
 
     def child(self, name: str) -> "Node":
         node = self.children.get(name)
@@ -64,6 +69,8 @@ class Tree:
         self.device_ids: dict[str, set[int]] = {}
         #: context id -> its node, for per-launch metrics (a context's path never changes)
         self.context_nodes: dict[int, Node] = {}
+        #: (backend node id, kernel, device id, sub_path) -> node, for ``Batch.kernel_metrics``
+        self.kernel_nodes: dict[tuple, Node] = {}
 
     def node(self, path) -> Node:
         node = self.root
@@ -96,7 +103,11 @@ class Tree:
                 stats = mine.kernels.setdefault(device, [0, 0])
                 stats[0] += time_ns
                 stats[1] += count
-            stack.extend((mine.child(name), child) for name, child in theirs.children.items())
+            for name, child in theirs.children.items():
+                node = mine.child(name)
+                if child.inner:
+                    node.inner = True
+                stack.append((node, child))
         for device_type, ids in other.device_ids.items():
             self.device_ids.setdefault(device_type, set()).update(ids)
 

@@ -4,7 +4,9 @@ A file is ``[root, device_info]``.  ``root`` is a hatchet literal node
 (``{"frame": {"name", "type"}, "metrics": {...}, "children": [...]}``,
 loadable with ``hatchet.GraphFrame.from_literal``) holding each node's own,
 exclusive values; a kernel run on several devices is one sibling node per
-device, labelled by ``device_id``/``device_type``.  ``device_info`` maps
+device, labelled by ``device_id``/``device_type``.  Nodes inside a kernel (source
+lines, SASS offsets, intra-kernel scopes, below the kernel's node) have the
+frame type ``in_kernel`` instead of ``function``.  ``device_info`` maps
 device type to device id to its properties.  The writer's bytes match
 upstream's schema; the reader also takes upstream's files, skipping what it
 does not understand (extra keys, node types, non-numeric or non-finite
@@ -38,6 +40,9 @@ LABEL_KEYS = (DEVICE_ID_KEY, DEVICE_TYPE_KEY)
 #: Writing has no limit: past the C encoder, an iterative encoder writes the same bytes.
 MAX_DEPTH = 100000
 SEPARATORS = (",", ":")
+#: Frame types: host-side frames (scopes, Python frames) and kernels; places inside a kernel.
+FUNCTION_TYPE = "function"
+INNER_TYPE = "in_kernel"
 
 
 class HatchetError(ProtonError):
@@ -57,7 +62,8 @@ def _literals(node) -> list[dict]:
             metrics[COUNT_KEY] = count
             metrics[DEVICE_ID_KEY] = str(device_id)
             metrics[DEVICE_TYPE_KEY] = device_type
-        out.append({"frame": {"name": node.name, "type": "function"}, "metrics": metrics, "children": []})
+        kind = INNER_TYPE if node.inner else FUNCTION_TYPE
+        out.append({"frame": {"name": node.name, "type": kind}, "metrics": metrics, "children": []})
     return out
 
 
@@ -176,15 +182,17 @@ def _loads(text: str, object_hook=None):
 
 # ------------------------------------------------------------------ reader ----
 class Node:
-    """A node read from a file: name, exclusive numeric metrics (labels as strings), children."""
+    """A node read from a file: name, exclusive numeric metrics (labels as strings), children;
+    ``inner`` for a place inside a kernel (frame type ``in_kernel``)."""
 
-    __slots__ = ("name", "metrics", "children", "values")
+    __slots__ = ("name", "metrics", "children", "values", "inner")
 
-    def __init__(self, name: str, metrics: dict | None = None, children=None) -> None:
+    def __init__(self, name: str, metrics: dict | None = None, children=None, inner: bool = False) -> None:
         self.name = name
         self.metrics: dict = metrics or {}  # exclusive raw values, as in the file
         self.children: list[Node] = children or []
         self.values: dict[str, float] = {}  # a reader's own computed columns (the viewer's)
+        self.inner = inner
 
     @property
     def device(self):
@@ -306,7 +314,7 @@ def _tree(literal: dict, path: str) -> Node:
         children = lit.get("children") or []
         if not isinstance(children, list):
             raise not_profile(path, f"node {name!r} has 'children' that is not a list")
-        return Node(name, metrics), children
+        return Node(name, metrics, inner=lit["frame"].get("type") == INNER_TYPE), children
 
     root, kids = make(literal)
     stack = [(root, kids)]

@@ -22,7 +22,10 @@ class SyntheticBackend(Backend):
     Per launch it does what a native backend does: read the thread's context
     id, optionally walk Python frames, intern the chain in a trie, and
     aggregate by (epoch, node, kernel, device).  Graph capture and replay
-    re-root the captured chains under ``<captured_at>``.
+    re-root the captured chains under ``<captured_at>``.  Metrics measured
+    inside kernels (``launch(..., inner=...)``, :meth:`sample`) are summed per
+    (epoch, node, kernel, device, sub_path) as they come, never kept raw, and
+    delivered as ``Batch.kernel_metrics``.
     """
 
     device_type = "CUDA"
@@ -35,6 +38,8 @@ class SyntheticBackend(Backend):
         self.trie: dict[tuple, int] = {}
         self.new_nodes: list = []
         self.records: dict[tuple, list] = {}
+        #: (epoch, node, kernel, device, sub_path) -> {metric name: summed value (a property: the last)}
+        self.kernel_metrics: dict[tuple, dict] = {}
         self.events: list = []
         self.epoch = 0
         self.python_frames = False
@@ -65,9 +70,12 @@ class SyntheticBackend(Backend):
     def flush(self):
         with self.lock:
             records = [(*k, v[0], v[1]) for k, v in self.records.items()]
+            inner = [(*k, tuple(v.items())) for k, v in self.kernel_metrics.items()]
             batch = Batch(nodes=self.new_nodes, records=records, events=self.events, dropped=self.dropped,
-                          devices=DEVICES, device_type="CUDA", unobserved_ns=self.unobserved_ns, untimed=self.untimed)
+                          devices=DEVICES, device_type="CUDA", unobserved_ns=self.unobserved_ns, untimed=self.untimed,
+                          kernel_metrics=inner)
             self.new_nodes, self.records, self.events, self.dropped = [], {}, [], 0
+            self.kernel_metrics = {}
             self.unobserved_ns = self.untimed = 0
         return batch
 
@@ -90,24 +98,55 @@ class SyntheticBackend(Backend):
         chain.append((NODE_CONTEXT, getattr(self.local, "ctx", 0)))
         return chain
 
-    def _record(self, epoch, chain, kernel, duration_ns, device, stream, launch_ns):
+    def _node(self, chain):
+        node = 0
+        for kind, value in chain:
+            node = self._intern(node, kind, value)
+        return node
+
+    def _add_inner(self, epoch, node, kernel, device, inner):
+        """Sum ``[(sub_path, metrics)]`` into the per-key totals (lock held); metrics a dict or pairs."""
+        for sub_path, metrics in inner:
+            totals = self.kernel_metrics.setdefault((epoch, node, kernel, device, tuple(sub_path)), {})
+            for name, value in (metrics.items() if isinstance(metrics, dict) else metrics):
+                if isinstance(name, str) and name.rstrip().endswith("(pty)"):
+                    totals[name] = value
+                else:
+                    totals[name] = totals.get(name, 0) + value
+
+    def _record(self, epoch, chain, kernel, duration_ns, device, stream, launch_ns, inner=None):
         with self.lock:
-            node = 0
-            for kind, value in chain:
-                node = self._intern(node, kind, value)
+            node = self._node(chain)
             stats = self.records.setdefault((epoch, node, kernel, device), [0, 0])
             stats[0] += duration_ns
             stats[1] += 1
+            if inner:
+                self._add_inner(epoch, node, kernel, device, inner)
             if self.trace:
                 start = time.monotonic_ns()
                 self.events.append((epoch, node, kernel, device, stream, start, start + duration_ns, launch_ns,
                                     threading.get_native_id()))
 
-    def launch(self, kernel, duration_ns=1000, device=0, stream=7):
-        """One kernel launch from the calling thread."""
+    def launch(self, kernel, duration_ns=1000, device=0, stream=7, inner=None):
+        """One kernel launch from the calling thread.
+
+        ``inner``: what was measured inside this launch, ``[(sub_path, metrics), ...]`` with
+        ``sub_path`` a tuple of names below the kernel's node (``()``: the kernel node) and
+        ``metrics`` a dict or pairs of metric name -> number, e.g.
+        ``inner=[(("/src/k.py:42",), {"samples": 3, "stall_wait": 2})]``.
+        """
         if self.epoch == 0:
             return
-        self._record(self.epoch, self._chain(), kernel, duration_ns, device, stream, time.monotonic_ns())
+        self._record(self.epoch, self._chain(), kernel, duration_ns, device, stream, time.monotonic_ns(), inner)
+
+    def sample(self, kernel, inner, device=0):
+        """In-kernel metrics of ``kernel`` at the calling thread's context with no kernel record, as a
+        sampling backend delivers them (``inner`` as for :meth:`launch`); summed, never kept raw."""
+        if self.epoch == 0:
+            return
+        chain = self._chain()
+        with self.lock:
+            self._add_inner(self.epoch, self._node(chain), kernel, device, inner)
 
     def capture(self, kernels):
         """Capture a graph of ``[(kernel, duration_ns)]`` at the current path."""

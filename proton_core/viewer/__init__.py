@@ -3,6 +3,7 @@
     proton-view -m time/ms,time/% profile.hatchet
     proton-view -l profile.hatchet
     proton-view --html profile.html profile.hatchet
+    proton-view --lines 'matmul' profile.hatchet      # per source line of a kernel (instruction sampling)
 
 The flags are upstream ``proton-viewer``'s, with their meanings.  Every bad
 input ends in one line on stderr and exit status 2, never a traceback.
@@ -13,12 +14,13 @@ Reading, shaping and printing are each one pass over the profile
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from .._version import __version__
 from ..formats.hatchet import HatchetError
 from ..progress import progress
-from . import combine, derive, files, frames, names, render, shape, table
+from . import combine, derive, files, frames, lines, names, render, shape, table
 from .describe import profile_words
 from .errors import MissingMetric, ViewerError
 from .graphframe import load_graphframe
@@ -69,6 +71,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--full-names", action="store_true",
                         help=f"print names whole (default: longer than {names.SHORT} characters are cut, as upstream "
                              "does); C++ mangled names are demangled either way")
+    parser.add_argument("--lines", default=None, metavar="REGEX",
+                        help="instead of the tree, list each kernel matching REGEX line by line (instruction "
+                             "samples summed over its calling contexts, top stall reasons, source text); "
+                             "-m names the metric to count if not samples")
+    parser.add_argument("--lines-top", type=int, default=lines.DEFAULT_TOP, metavar="N",
+                        help=f"--lines: show the N lines with most samples per kernel (default {lines.DEFAULT_TOP})")
     parser.add_argument("--html", default=None, metavar="OUT.html",
                         help="write an interactive flame graph (one offline file) instead of printing the tree")
     parser.add_argument("--speedscope", default=None, metavar="OUT.json",
@@ -101,9 +109,11 @@ class View:
             raise ViewerError(f"-d/--depth counts ROOT as level 1 (as upstream does): give 1 or more, not {args.depth}")
         self.args = args
         self.warnings: list[str] = []
+        if args.lines is not None:
+            _check_lines_args(args)
         paths = files.expand(args.profile, args.phase)
         data = read_merged(paths)
-        self.listing = derive.describe(data.metric_keys()) if args.list else None
+        self.listing = derive.describe(data.metric_keys(), _kernels_with_lines(data)) if args.list else None
         if args.list:
             return
         if args.diff_profile:
@@ -119,6 +129,13 @@ class View:
             shape.include(data, shape.compile_regex(args.include, "-i/--include"))
         if args.exclude:
             shape.exclude(data, shape.compile_regex(args.exclude, "-e/--exclude"))
+        if args.lines is not None:
+            wanted = [m.strip() for m in (args.metrics or "").split(",") if m.strip()]
+            self.listing = lines.listing(data, shape.compile_regex(args.lines, "--lines"),
+                                         metric=wanted[0] if wanted else None, top=args.lines_top,
+                                         name_of=self.name_of(), base_dir=os.path.dirname(os.path.abspath(paths[0])),
+                                         what=label(args))
+            return
         self.table = data
         self.headers, self.columns = self._columns(data, args.metrics)
         if args.threshold is not None:
@@ -133,7 +150,7 @@ class View:
         if not metrics:
             if not keys:
                 raise ViewerError(f"{label(self.args)} has no metrics to show")
-            metrics = ["time/ns"] if derive.find_raw("time", keys) else [keys[0]]
+            metrics = derive.default_metrics(data, keys)
         order, parent = data.walk()
         columns = self.calc = derive.Columns(data, order, parent)
         headers, values, missing = [], [], []
@@ -166,6 +183,27 @@ class View:
         yield from render.tree_lines(self.table, self.columns, self.headers, self.root_words, name_of)
         if self.kernels is not None:
             yield from render.kernel_lines(self.table, self.kernels, self.columns, self.headers, name_of)
+
+
+def _check_lines_args(args) -> None:
+    """--lines prints a listing of one profile (or files merged): what cannot go with it says so."""
+    if args.lines_top < 1:
+        raise ViewerError(f"--lines-top must be 1 or more, not {args.lines_top}")
+    clash = [flag for flag, on in (("-diff", args.diff_profile), ("--html", args.html),
+                                   ("--speedscope", args.speedscope)) if on]
+    if clash:
+        raise ViewerError(f"--lines prints a per-line listing; leave out {', '.join(clash)}")
+
+
+def _kernels_with_lines(data) -> list[str]:
+    """Names of kernels with places inside them (parents of inner nodes), for ``-l``; [] when none."""
+    if not any(data.inner):
+        return []
+    inner, found = data.inner, {}
+    for i, ks in enumerate(data.kids):
+        if ks and not inner[i] and any(inner[k] for k in ks):
+            found.setdefault(data.names[i], None)
+    return list(found)
 
 
 def _why(metric: str, exc: MissingMetric) -> str:

@@ -55,6 +55,12 @@ def _combine(a: Table, b: Table, subtract: bool) -> Table:
                         base = old if old == old else 0.0
                         col[j] = base - v if subtract else base + v
         out.cols[key] = col
+    out.inner = bytearray(out.size)  # a place inside a kernel on either side stays one
+    for mapping, flags in ((map_a, a.inner), (map_b, b.inner)):
+        if any(flags):
+            for j, flag in zip(mapping, flags):
+                if flag and j >= 0:
+                    out.inner[j] = 1
     for key, values in out.labels.items():  # labels from a where it has them
         for side, mapping in ((b, map_b), (a, map_a)):
             for j, v in zip(mapping, side.labels[key]):

@@ -34,7 +34,10 @@ DERIVED_HELP = """derived metrics (computed from the profile's raw metrics):
   [g|t]flop[8|16|32|64]/s    flops<width> / time (plain flop/s: 'flops', or all widths)
   [g|t]byte/s                bytes / time
   util                       max(sum_w flops_w / peak_w, bytes / peak_bandwidth) / time, per kernel
-  <metric>/%                 percent of the whole profile's <metric> (e.g. time/%)"""
+  <metric>/%                 percent of the whole profile's <metric> (e.g. time/%, samples/%, stall_wait/%)
+
+instruction samples (mode="pcsampling"): samples and stall_<reason> are plain counts, summed
+like time; --lines REGEX lists a kernel's samples per source line"""
 
 
 def base_name(key: str) -> str:
@@ -208,8 +211,19 @@ class Columns:
         return out
 
 
-def describe(keys: list[str]) -> list[str]:
-    """Lines for ``-l``: raw metrics with their kind, then derived forms this profile supports."""
+def default_metrics(table, keys: list[str]) -> list[str]:
+    """Columns shown without ``-m``: ``time/ns``, with ``samples`` beside it in a sampled profile
+    (``samples`` alone where no kernel has a time: a profile of samples only); else the first metric."""
+    time_key, samples_key = find_raw("time", keys), find_raw("samples", keys)
+    if samples_key is None:
+        return ["time/ns"] if time_key else [keys[0]]
+    timed = time_key is not None and any(v == v and v != 0 for v in table.cols[time_key])
+    return ["time/ns", samples_key] if timed else [samples_key]
+
+
+def describe(keys: list[str], kernels_with_lines=()) -> list[str]:
+    """Lines for ``-l``: raw metrics with their kind, then derived forms this profile supports,
+    and the kernels ``--lines`` can list."""
     lines = ["metrics in this profile:"]
     for key in keys:
         kind = "inclusive" if is_inclusive(key) else ("property" if key.endswith("(pty)") else "exclusive")
@@ -232,5 +246,12 @@ def describe(keys: list[str]) -> list[str]:
         derived += ["cpu_time/s|ms|us|ns"]
         if has("count"):
             derived.append("avg_cpu_time/s|ms|us|ns")
+    if has("samples"):
+        derived.append("samples/%")
+    derived += [f"{key.split('(')[0].strip()}/%" for key in keys if key.startswith("stall_") and is_inclusive(key)]
     lines.append("derived metrics available: " + (", ".join(derived) if derived else "none"))
+    if kernels_with_lines:
+        shown = list(kernels_with_lines)
+        more = f" (+{len(shown) - 5} more)" if len(shown) > 5 else ""
+        lines.append(f"per-line listing: --lines REGEX, for kernels: {', '.join(shown[:5])}{more}")
     return lines

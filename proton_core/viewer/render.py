@@ -90,11 +90,16 @@ def tree_lines(table, columns: list, headers: list[str], root_words: str, name_o
 def sorted_kernels(table, first) -> list[int]:
     """``--print-sorted``'s nodes: kernels (leaves run on a device; every leaf if none did), largest first.
 
-    Nodes without a value for the first metric come last.
+    A kernel with places inside it (source lines of instruction samples) still counts as a leaf: its
+    children are ``inner`` nodes, never listed here.  Nodes without a value for the first metric come last.
     """
     order, _ = table.walk()
-    kids, root = table.kids, table.root
-    leaves = [i for i in order if not kids[i] and i != root]
+    kids, root, inner = table.kids, table.root, table.inner
+    if any(inner):
+        leaves = [i for i in order
+                  if i != root and not inner[i] and (not kids[i] or any(inner[k] for k in kids[i]))]
+    else:
+        leaves = [i for i in order if not kids[i] and i != root]
     on_device = [i for i in leaves if table.labels["device_id"][i] is not None]
     leaves = on_device or leaves
     valued = [i for i in leaves if first[i] == first[i]]

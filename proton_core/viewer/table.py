@@ -6,7 +6,9 @@ one list, children in lists of indices, each numeric metric one ``array('d')``
 with NaN where a node has no value.  The JSON decoder's ``object_hook`` turns
 each node into its index as soon as it is parsed, so the literal dicts never
 pile up (peak: the file's text plus the columns).  Decoding calls the hook on
-an object after its children, so indices come in post-order.
+an object after its children, so indices come in post-order.  Places inside a
+kernel (frame type ``in_kernel``: source lines, SASS offsets) are flagged in
+``inner``, so kernels with per-line data are found by structure, not by name.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from array import array
 from itertools import chain
 
 from ..formats import hatchet
-from ..formats.hatchet import LABEL_KEYS, METADATA_KEY
+from ..formats.hatchet import INNER_TYPE, LABEL_KEYS, METADATA_KEY
 
 NAN = math.nan
 DEVICE_ID, DEVICE_TYPE = LABEL_KEYS
@@ -35,6 +37,7 @@ class Table:
         self.devices: dict = {}
         self.metadata: dict = {}
         self.base: dict[str, array] = {}  # of a diff: the first profile's own values (see combine.diff)
+        self.inner = bytearray()  # 1: a place inside a kernel (frame type in_kernel), below its kernel's node
 
     @property
     def size(self) -> int:
@@ -45,6 +48,7 @@ class Table:
         i = len(self.names)
         self.names.append(name)
         self.kids.append(None)
+        self.inner.append(0)
         for values in self.labels.values():
             values.append(None)
         for col in self.cols.values():
@@ -118,6 +122,7 @@ class _Loader:
         self.table = Table(path)
         self.names = [None] * capacity
         self.kids = [None] * capacity
+        self.inner = bytearray(capacity)
         self.labels = {key: [None] * capacity for key in LABEL_KEYS}
         self.cols = dict(self.labels)  # labels take any value; numeric columns join as met
         self.metadata: dict[int, dict] = {}  # a node's own "metadata" (the root's, in our files)
@@ -128,6 +133,7 @@ class _Loader:
         """The hook as a closure: its state in local cells, read faster than attributes a million times."""
         path, capacity, names, kids, cols, metadata, nxt = (self.path, self.capacity, self.names, self.kids,
                                                             self.cols, self.metadata, self.next)
+        inner, inner_type = self.inner, INNER_TYPE
         intern = {}.setdefault
         not_profile = hatchet.not_profile
 
@@ -143,6 +149,8 @@ class _Loader:
             if type(name) is not str:
                 raise not_profile(path, "a node's frame has no 'name'")
             names[i] = intern(name, name)  # IndexError past capacity: see read()
+            if frame.get("type") == inner_type:
+                inner[i] = 1
             if "metrics" in obj:
                 metrics = obj["metrics"]
                 if type(metrics) is not dict:
@@ -188,6 +196,7 @@ class _Loader:
         table = self.table
         table.names = self.names[:size]
         table.kids = kids
+        table.inner = self.inner[:size]
         table.labels = {key: values[:size] for key, values in self.labels.items()}
         for key, col in self.cols.items():
             if key not in self.labels:
