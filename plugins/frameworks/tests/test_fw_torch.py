@@ -6,6 +6,10 @@ launches one fake-backend kernel ``cpu_<op>`` per aten operator, where a GPU
 run would launch the real kernel.
 """
 
+import os
+import subprocess
+import sys
+import textwrap
 import threading
 
 import pytest
@@ -227,3 +231,30 @@ def test_shape_suffix_format():
     assert torch_ops.shapes_suffix((torch.ones(2, 3), 4, [torch.ones(1), None], torch.tensor(1.0)),
                                    torch.Tensor) == "[2x3,(1;-),()]"
     assert torch_ops.shapes_suffix((), torch.Tensor) == "[]"
+
+
+def test_torch_compile_in_and_after_a_session_keeps_dynamo_s_view_of_module_call(tmp_path):
+    """Dynamo first imported during a session records our wrapper as the unpatched __call__; the
+    session's end gives it the original back, and a later compile traces a whole graph."""
+    program = textwrap.dedent('''
+        import torch
+        import proton_core as proton
+        from proton_core.testing import use_synthetic_backend
+        use_synthetic_backend()
+        original = torch.nn.Module.__call__
+        model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU())
+        proton.start(%r, backend="fake", hook="torch")
+        with proton.scope("eager"):
+            model(torch.ones(2, 4))
+        import torch._dynamo.utils as dyn
+        assert dyn.unpatched_nn_module_call is not original  # imported in the session: our wrapper
+        proton.finalize()
+        import torch._dynamo.variables.nn_module as nnv
+        assert dyn.unpatched_nn_module_call is original and nnv.unpatched_nn_module_call is original
+        other = torch.nn.Sequential(torch.nn.Linear(4, 2))
+        assert torch.compile(other, backend="eager", fullgraph=True)(torch.ones(2, 4)).shape == (2, 2)
+        print("ok")
+    ''' % str(tmp_path / "p"))
+    env = dict(os.environ, PROTON_TORCH_NATIVE="0")
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0 and done.stdout.strip().endswith("ok"), done.stderr[-3000:]

@@ -30,6 +30,7 @@ autograd node (activation checkpointing recomputes forward in backward) opens na
 from __future__ import annotations
 
 import os
+import sys
 import threading
 import weakref
 
@@ -251,6 +252,16 @@ class ModuleCallPatch:
     def remove(self) -> None:
         if self.cls.__dict__.get("__call__") is self.wrapper:
             self.cls.__call__ = self.original
+        # Dynamo keeps the method it found at its first import as "the unpatched __call__" (it then
+        # skips tracing __call__ for modules that use it): first imported during a session, it
+        # holds our wrapper; give it the original back, or later compiles trace __call__ in full.
+        for name in _DYNAMO_HOLDERS:
+            holder = sys.modules.get(name)
+            if holder is not None and getattr(holder, "unpatched_nn_module_call", None) is self.wrapper:
+                holder.unpatched_nn_module_call = self.original
+
+
+_DYNAMO_HOLDERS = ("torch._dynamo.utils", "torch._dynamo.variables.nn_module")
 
 
 def _compiling(torch):
