@@ -221,6 +221,30 @@ class Stuck(NoProfiler):
         time.sleep(3600)
 
 
+class OursPCSampling(Ours):
+    """proton_core with the CUPTI backend in mode="pcsampling" (instruction samples per source line)."""
+
+    def __init__(self, mode="pcsampling"):
+        super().__init__("shadow")
+        self.mode = mode
+
+    def start(self, path):
+        import proton_core as proton
+
+        self.proton, self.path = proton, path
+        proton.start(path, backend="cupti", context=self.context, hook=self.hook, mode=self.mode)
+
+
+class UpstreamPCSampling(Upstream):
+    """Proton inside the installed Triton, in its mode="pcsampling"."""
+
+    def start(self, path):
+        import triton.profiler as proton_up
+
+        self.proton, self.path = proton_up, path
+        proton_up.start(path, context=self.context, hook=self.hook, backend="cupti", mode="pcsampling")
+
+
 PROFILERS = {
     "none": NoProfiler,
     "ours-shadow": lambda: Ours("shadow"),
@@ -237,6 +261,9 @@ PROFILERS = {
     "fake-floor": FakeFloor,
     "broken": Broken,
     "stuck": Stuck,
+    "ours-pcsampling": OursPCSampling,
+    "ours-pcsampling-serialized": lambda: OursPCSampling("pcsampling:collection=serialized"),
+    "upstream-pcsampling": UpstreamPCSampling,
 }
 
 

@@ -39,9 +39,11 @@ WORKER = os.path.join(HERE, "worker.py")
 # workload -> [(profiler, priority)]; priority 3 goes first, then 2, when the budget is short.
 MATRIX = {
     "launch": [("none", 1), ("floor", 1), ("ours-shadow", 1), ("ours-python", 1), ("ours-triton", 1),
-               ("upstream-shadow", 1), ("upstream-python", 1), ("torch", 2)],
+               ("upstream-shadow", 1), ("upstream-python", 1), ("torch", 2), ("ours-pcsampling", 2),
+               ("ours-pcsampling-serialized", 2), ("upstream-pcsampling", 2)],
     "mlp": [("none", 1), ("floor", 1), ("ours-shadow", 1), ("ours-python", 1), ("ours-torch", 1),
-            ("upstream-shadow", 1), ("upstream-python", 2), ("torch", 2)],
+            ("upstream-shadow", 1), ("upstream-python", 2), ("torch", 2), ("ours-pcsampling", 2),
+            ("ours-pcsampling-serialized", 2), ("upstream-pcsampling", 2)],
     "decoder": [("none", 1), ("floor", 1), ("ours-shadow", 1), ("ours-torch", 1), ("upstream-shadow", 1),
                 ("torch", 2)],
     "graph": [("none", 1), ("floor", 1), ("ours-shadow", 1), ("ours-python", 1), ("upstream-shadow", 1),

@@ -5,16 +5,19 @@
 #include <pybind11/stl.h>
 
 #include "bindings.h"
+#include "pcsampling.h"
 #include "profiler.h"
 #include "recorder.h"
 
 namespace py = pybind11;
 using namespace proton_cupti;
 
-py::tuple proton_cupti::flush_all(bool collect_activity, bool complete) {
+py::tuple proton_cupti::flush_all(bool collect_activity, bool complete, bool with_metrics) {
   if (collect_activity) {
+    uint32_t epoch_at_start = recorder().max_epoch();
     py::gil_scoped_release nogil;  // CUPTI's buffer thread must run while we wait
-    flush_activity(complete);
+    flush_activity(complete);      // kernel records first: samples are attributed through them
+    pcs::collect(complete, epoch_at_start);
   }
   Recorder::FlushOut out = recorder().flush();  // frame names need the GIL
   py::list nodes, records, events;
@@ -27,7 +30,56 @@ py::tuple proton_cupti::flush_all(bool collect_activity, bool complete) {
   for (auto& r : out.records) records.append(py::make_tuple(r.epoch, r.node, r.kernel, r.device, r.time_ns, r.count));
   for (auto& e : out.events)
     events.append(py::make_tuple(e.epoch, e.node, e.kernel, e.device, e.stream, e.start, e.end, e.launch, e.tid));
-  return py::make_tuple(nodes, records, events, out.dropped, out.devices);
+  if (!with_metrics) return py::make_tuple(nodes, records, events, out.dropped, out.devices);
+  py::list metrics;
+  for (auto& m : pcs::store().take()) {
+    py::list values;
+    for (auto& kv : m.metrics) values.append(py::make_tuple(kv.first, kv.second));
+    metrics.append(py::make_tuple(m.epoch, m.node, m.kernel, m.device, py::make_tuple(m.line), py::tuple(values)));
+  }
+  return py::make_tuple(nodes, records, events, out.dropped, out.devices, metrics);
+}
+
+py::dict proton_cupti::pcsampling_stats_dict() {
+  pcs::SamplerStats s = pcs::sampler_stats();
+  pcs::Store::Stats t = pcs::store().stats();
+  py::dict d;
+  d["on"] = s.on;
+  d["collection"] = s.collection == pcs::kSerialized ? "serialized" : s.collection == pcs::kContinuous ? "continuous" : "";
+  d["interval"] = s.period;
+  d["kernel_activity"] = s.kernels_serial ? "serial" : "concurrent";
+  d["contexts"] = s.contexts;
+  d["enable_failures"] = s.enable_failures;
+  d["get_errors"] = s.get_errors;
+  d["hardware_full"] = s.hardware_full;
+  d["restarts"] = s.restarts;
+  d["drains"] = s.drains;
+  d["staging_reads"] = s.staging_reads;
+  d["last_error"] = s.last_error;
+  d["stall_reasons"] = s.stall_reasons;
+  d["function_names"] = s.function_names;
+  d["buffers"] = t.buffers;
+  d["pc_records"] = t.pc_records;
+  d["samples_in"] = t.samples_in;
+  d["attributed"] = t.attributed;
+  d["unsessioned"] = t.unsessioned;
+  d["unattributed"] = t.unattributed;
+  d["late"] = t.late;
+  d["pending_samples"] = t.pending_samples;
+  d["total_samples"] = t.total_samples;
+  d["dropped_samples"] = t.dropped_samples;
+  d["non_user_samples"] = t.non_user_samples;
+  d["pending_keys"] = t.pending_keys;
+  d["window_keys"] = t.window_keys;
+  d["last_keys"] = t.last_keys;
+  d["out_keys"] = t.out_keys;
+  d["functions"] = t.functions;
+  d["lines"] = t.lines;
+  d["metrics"] = t.metrics;
+  d["cubins"] = pcs::lines().cubins();
+  d["cubin_bytes"] = pcs::lines().cubin_bytes();
+  d["line_cache"] = pcs::lines().cached();
+  return d;
 }
 
 namespace {
@@ -91,11 +143,49 @@ PYBIND11_MODULE(_cupti, m) {
   m.def("set_epoch", [](uint32_t epoch) { recorder().set_epoch(epoch); });
   m.add_object("set_context", py::reinterpret_steal<py::object>(PyCFunction_NewEx(&set_context_def, nullptr, nullptr)));
   m.add_object("native_context", py::capsule(&native_context, "proton.native_context.v1"));
-  m.def("flush", [] { return flush_all(true); },
-        "(nodes, records, events, dropped, device ids) recorded since the last flush");
-  m.def("drain", [] { return flush_all(true, false); },
+  m.def("flush", [](bool with_metrics) { return flush_all(true, true, with_metrics); },
+        py::arg("with_metrics") = false,
+        "(nodes, records, events, dropped, device ids) recorded since the last flush; with_metrics adds the PC "
+        "sampling metrics [(epoch, node, kernel, device, (line,), ((name, value), ...)), ...]");
+  m.def("drain", [](bool with_metrics) { return flush_all(true, false, with_metrics); },
+        py::arg("with_metrics") = false,
         "flush's tuple with what CUPTI has ready (complete buffers only): no device sync, no promise "
         "that earlier launches arrived");
+  m.def(
+      "pcsampling_start",
+      [](const std::string& collection, uint32_t interval, uint32_t drain_ms, const std::string& kernels,
+         bool restart) -> py::object {
+        pcs::Options o;
+        o.collection = collection == "serialized" ? pcs::kSerialized : pcs::kContinuous;
+        o.period = interval;
+        o.drain_ms = drain_ms;
+        o.kernels = kernels == "serial" ? pcs::kKernelsSerial
+                    : kernels == "concurrent" ? pcs::kKernelsConcurrent
+                                              : pcs::kKernelsAuto;
+        o.restart = restart;
+        pcs::StartError e;
+        {
+          py::gil_scoped_release nogil;
+          e = start_pcsampling(o);
+        }
+        if (e.code == 0) return py::none();
+        return py::make_tuple(e.code, e.device, e.what, e.detail);
+      },
+      py::arg("collection"), py::arg("interval"), py::arg("drain_ms"), py::arg("kernels") = "auto",
+      py::arg("restart") = true,
+      "start PC sampling on the attached backend (after start()); None, or (CUPTI code, device, what, detail) "
+      "with nothing left enabled");
+  m.def("pcsampling_stats", &pcsampling_stats_dict, "PC sampling counters and settings, for diagnostics");
+  m.def(
+      "register_cubin",
+      [](py::bytes cubin) {
+        std::string data = cubin;
+        py::gil_scoped_release nogil;
+        return pcs::register_cubin(data.data(), data.size());
+      },
+      py::arg("cubin"), "keep a cubin (by CUPTI's CRC) for PC -> source line mapping; False when it has no line table");
+  m.def("cupti_version", &cupti_version, "cuptiGetVersion of the loaded libcupti (0 when unknown)");
+  m.def("device_name", &device_name, py::arg("ordinal"), "the device's name through libcuda.so.1 ('' without it)");
   m.def("reattach_if_due", &reattach_if_due, py::arg("min_records"), py::call_guard<py::gil_scoped_release>(),
         "re-attach CUPTI when a graph launch made it keep memory per launch; ns detached, or 0");
   m.def(

@@ -9,6 +9,7 @@
 #endif
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <mutex>
@@ -54,6 +55,7 @@ struct CuptiApi {
 #undef DECLARE
   decltype(&::cuptiActivityRegisterTimestampCallback) cuptiActivityRegisterTimestampCallback = nullptr;  // optional
   decltype(&::cuptiFinalize) cuptiFinalize = nullptr;                                                      // optional
+  decltype(&::cuptiGetVersion) cuptiGetVersion = nullptr;                                                  // optional
 };
 CuptiApi api;
 
@@ -71,6 +73,7 @@ struct DriverApi {
   CUresult (*cuDevicePrimaryCtxRelease)(CUdevice) = nullptr;
   CUresult (*cuCtxPushCurrent)(CUcontext) = nullptr;
   CUresult (*cuCtxPopCurrent)(CUcontext*) = nullptr;
+  CUresult (*cuDeviceGetName)(char*, int, CUdevice) = nullptr;
 };
 DriverApi drv;
 std::mutex drv_mu;
@@ -99,6 +102,7 @@ DriverApi& driver() {
       drv.cuCtxPushCurrent =
           reinterpret_cast<decltype(drv.cuCtxPushCurrent)>(dlsym(drv.handle, "cuCtxPushCurrent_v2"));
       drv.cuCtxPopCurrent = reinterpret_cast<decltype(drv.cuCtxPopCurrent)>(dlsym(drv.handle, "cuCtxPopCurrent_v2"));
+      drv.cuDeviceGetName = reinterpret_cast<decltype(drv.cuDeviceGetName)>(dlsym(drv.handle, "cuDeviceGetName"));
     }
   }
   return drv;
@@ -212,11 +216,18 @@ void CUPTIAPI on_callback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId c
     auto* cb = static_cast<const CUpti_CallbackData*>(data);
     if (cb->callbackSite == CUPTI_API_ENTER) {
       recorder().on_launch(cb->correlationId);
+      if (pcs::sampling_on()) pcs::on_launch_enter(cb->context);  // one relaxed load when sampling is off
+    } else if (pcs::sampling_on()) {
+      pcs::on_launch_exit(cb->context);
     }
     return;
   }
   if (domain == CUPTI_CB_DOMAIN_RESOURCE) {
     auto* res = static_cast<const CUpti_ResourceData*>(data);
+    if (cbid != CUPTI_CBID_RESOURCE_GRAPHNODE_CREATED && cbid != CUPTI_CBID_RESOURCE_GRAPHNODE_CLONED) {
+      if (pcs::sampling_on()) pcs::on_resource(cbid, res);  // contexts and modules (enabled only while sampling)
+      return;
+    }
     auto* graph = static_cast<const CUpti_GraphData*>(res->resourceDescriptor);
     if (graph == nullptr || graph->node == nullptr) return;
     uint64_t id = 0;
@@ -234,6 +245,8 @@ void CUPTIAPI on_callback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId c
 
 CUpti_SubscriberHandle subscriber = nullptr;
 bool activity_on = false;
+// CONCURRENT_KERNEL normally; KERNEL (serial records) when PC sampling needs it.
+CUpti_ActivityKind kernel_kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
 std::mutex state_mu;
 
 }  // namespace
@@ -259,6 +272,7 @@ std::string load_cupti(const std::string& path) {
   loaded.cuptiActivityRegisterTimestampCallback = reinterpret_cast<decltype(loaded.cuptiActivityRegisterTimestampCallback)>(
       dlsym(h, "cuptiActivityRegisterTimestampCallback"));
   loaded.cuptiFinalize = reinterpret_cast<decltype(loaded.cuptiFinalize)>(dlsym(h, "cuptiFinalize"));
+  loaded.cuptiGetVersion = reinterpret_cast<decltype(loaded.cuptiGetVersion)>(dlsym(h, "cuptiGetVersion"));
   Dl_info info;
   if (dladdr(reinterpret_cast<void*>(loaded.cuptiSubscribe), &info) && info.dli_fname) loaded.path = info.dli_fname;
   api = loaded;
@@ -295,6 +309,7 @@ void attach_locked() {
     }
     check(api.cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed), "cuptiActivityRegisterCallbacks");
     check(api.cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL), "enabling kernel activity");
+    kernel_kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
     activity_on = true;
   } catch (...) {
     api.cuptiUnsubscribe(subscriber);
@@ -309,8 +324,9 @@ void attach_locked() {
 void detach_locked(bool finalize) {
   sync_contexts();  // no kernel may still owe a record when CUPTI detaches
   api.cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
-  if (activity_on) api.cuptiActivityDisable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
+  if (activity_on) api.cuptiActivityDisable(kernel_kind);
   activity_on = false;
+  kernel_kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
   api.cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
   api.cuptiUnsubscribe(subscriber);
   subscriber = nullptr;
@@ -334,13 +350,18 @@ void start_profiling(bool graph_nodes) {
 void stop_profiling(bool detach) {
   std::lock_guard<std::mutex> g(state_mu);
   if (subscriber == nullptr) return;
+  pcs::stop(subscriber);  // while still subscribed: disable sampling per context before CUPTI detaches
   detach_locked(detach);
+  // CUPTI's function name strings of PC records may be shared with its activity
+  // records: free them only once CUPTI is gone.
+  if (detach && api.cuptiFinalize != nullptr) pcs::release_function_names();
 }
 
 uint64_t reattach_if_due(uint64_t min_records) {
   std::lock_guard<std::mutex> g(state_mu);
   if (subscriber == nullptr || api.cuptiFinalize == nullptr || !graph_captured.load(std::memory_order_relaxed))
     return 0;
+  if (pcs::sampling_on()) return 0;  // cuptiFinalize would end PC sampling; the session stops it instead
   if (recorder().stats().records - records_at_attach < min_records) return 0;
   uint64_t t0 = monotonic_ns();
   detach_locked(true);
@@ -365,6 +386,125 @@ void flush_activity(bool complete) {
   }
   sync_contexts();  // kernels still running have no record yet
   api.cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+}
+
+namespace {
+
+// Switches the kernel activity kind (state_mu held): KERNEL gives the same
+// records as CONCURRENT_KERNEL, with kernels serialized on the GPU.
+bool use_serial_kernels_locked(bool serial) {
+  if (subscriber == nullptr || !activity_on) return false;
+  CUpti_ActivityKind want = serial ? CUPTI_ACTIVITY_KIND_KERNEL : CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
+  if (kernel_kind == want) return true;
+  api.cuptiActivityFlushAll(0);
+  if (api.cuptiActivityDisable(kernel_kind) != CUPTI_SUCCESS) return false;
+  if (api.cuptiActivityEnable(want) != CUPTI_SUCCESS) {
+    api.cuptiActivityEnable(kernel_kind);
+    return false;
+  }
+  kernel_kind = want;
+  return true;
+}
+
+}  // namespace
+
+pcs::StartError start_pcsampling(const pcs::Options& options) {
+  std::lock_guard<std::mutex> g(state_mu);
+  if (api.handle == nullptr || subscriber == nullptr) {
+    pcs::StartError e;
+    e.code = CUPTI_ERROR_NOT_INITIALIZED;
+    e.what = "starting pcsampling";
+    e.detail = "the cupti backend is not attached";
+    return e;
+  }
+  pcs::Host host;
+  host.subscriber = subscriber;
+  host.use_serial_kernels = use_serial_kernels_locked;
+  return pcs::start(options, host);
+}
+
+uint32_t cupti_version() {
+  uint32_t v = 0;
+  if (api.cuptiGetVersion == nullptr || api.cuptiGetVersion(&v) != CUPTI_SUCCESS) return 0;
+  return v;
+}
+
+void* cupti_symbol(const char* name) { return api.handle ? dlsym(api.handle, name) : nullptr; }
+
+std::string cupti_error_text(CUptiResult r) { return result_text(r); }
+
+CUcontext current_context() {
+  DriverApi& d = driver();
+  CUcontext ctx = nullptr;
+  if (d.cuCtxGetCurrent == nullptr || d.cuCtxGetCurrent(&ctx) != CUDA_SUCCESS) return nullptr;
+  return ctx;
+}
+
+std::vector<CUcontext> live_contexts() {
+  std::vector<CUcontext> out;
+  DriverApi& d = driver();
+  CUcontext current = current_context();
+  if (current != nullptr) out.push_back(current);
+  int count = 0;
+  if (!d.cuDeviceGetCount || !d.cuDevicePrimaryCtxGetState || !d.cuDevicePrimaryCtxRetain ||
+      !d.cuDevicePrimaryCtxRelease || d.cuDeviceGetCount(&count) != CUDA_SUCCESS)
+    return out;
+  for (int dev = 0; dev < count; ++dev) {
+    unsigned flags = 0;
+    int active = 0;
+    if (d.cuDevicePrimaryCtxGetState(dev, &flags, &active) != CUDA_SUCCESS || !active) continue;
+    CUcontext primary = nullptr;
+    if (d.cuDevicePrimaryCtxRetain(&primary, dev) != CUDA_SUCCESS) continue;
+    if (std::find(out.begin(), out.end(), primary) == out.end()) out.push_back(primary);
+    d.cuDevicePrimaryCtxRelease(dev);  // active: the program holds it
+  }
+  return out;
+}
+
+bool push_context(CUcontext ctx) {
+  DriverApi& d = driver();
+  return d.cuCtxPushCurrent != nullptr && d.cuCtxPushCurrent(ctx) == CUDA_SUCCESS;
+}
+
+void pop_context() {
+  DriverApi& d = driver();
+  CUcontext popped = nullptr;
+  if (d.cuCtxPopCurrent != nullptr) d.cuCtxPopCurrent(&popped);
+}
+
+int device_count() {
+  DriverApi& d = driver();
+  int count = 0;
+  if (!d.cuInit || d.cuInit(0) != CUDA_SUCCESS || !d.cuDeviceGetCount || d.cuDeviceGetCount(&count) != CUDA_SUCCESS)
+    return 0;
+  return count;
+}
+
+CUcontext retain_primary(int ordinal) {
+  DriverApi& d = driver();
+  CUdevice dev;
+  CUcontext ctx = nullptr;
+  if (!d.cuInit || d.cuInit(0) != CUDA_SUCCESS || !d.cuDeviceGet || d.cuDeviceGet(&dev, ordinal) != CUDA_SUCCESS ||
+      !d.cuDevicePrimaryCtxRetain || d.cuDevicePrimaryCtxRetain(&ctx, dev) != CUDA_SUCCESS)
+    return nullptr;
+  return ctx;
+}
+
+void release_primary(int ordinal) {
+  DriverApi& d = driver();
+  CUdevice dev;
+  if (d.cuDeviceGet && d.cuDeviceGet(&dev, ordinal) == CUDA_SUCCESS && d.cuDevicePrimaryCtxRelease)
+    d.cuDevicePrimaryCtxRelease(dev);
+}
+
+std::string device_name(uint32_t ordinal) {
+  DriverApi& d = driver();
+  CUdevice dev;
+  char name[256] = {0};
+  if (!d.cuInit || d.cuInit(0) != CUDA_SUCCESS || !d.cuDeviceGet || d.cuDeviceGet(&dev, int(ordinal)) != CUDA_SUCCESS ||
+      !d.cuDeviceGetName || d.cuDeviceGetName(name, sizeof(name) - 1, dev) != CUDA_SUCCESS)
+    return "";
+  return name;
 }
 
 std::map<std::string, std::string> device_info(uint32_t ordinal) {

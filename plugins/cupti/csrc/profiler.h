@@ -2,9 +2,15 @@
 // linked), so one build serves libcupti from CUDA 12 and 13.
 #pragma once
 
+#include <cuda.h>
+#include <cupti.h>
+
 #include <cstdint>
 #include <map>
 #include <string>
+#include <vector>
+
+#include "pcsampling.h"
 
 namespace proton_cupti {
 
@@ -34,5 +40,23 @@ void flush_activity(bool complete);  // complete: sync, then every record (force
 // {arch, num_sms, clock_rate, memory_clock_rate, bus_width} of a device
 // ordinal through libcuda.so.1; empty when the driver cannot answer.
 std::map<std::string, std::string> device_info(uint32_t ordinal);
+std::string device_name(uint32_t ordinal);  // "" when the driver cannot answer
+
+// ---- PC sampling (mode="pcsampling", pcsampling.cc) ----
+// Starts sampling on the attached subscriber (start_profiling first); code 0
+// on success, else what failed, with nothing left enabled.
+pcs::StartError start_pcsampling(const pcs::Options& options);
+uint32_t cupti_version();  // cuptiGetVersion, 0 when unknown
+
+// What pcsampling.cc needs from the loaded libraries.
+void* cupti_symbol(const char* name);  // dlsym in the loaded libcupti, nullptr if absent
+std::string cupti_error_text(CUptiResult r);
+CUcontext current_context();
+std::vector<CUcontext> live_contexts();  // the calling thread's current context and every active primary one
+bool push_context(CUcontext ctx);        // make ctx current on this thread (pop_context undoes it)
+void pop_context();
+CUcontext retain_primary(int ordinal);   // cuInit + cuDevicePrimaryCtxRetain; nullptr on failure
+void release_primary(int ordinal);
+int device_count();
 
 }  // namespace proton_cupti

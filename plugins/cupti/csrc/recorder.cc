@@ -1,6 +1,7 @@
 // Launch bookkeeping, the call-path trie and kernel aggregation (see recorder.h).
 #include "recorder.h"
 
+#include "pcsampling.h"
 #include "pyframes.h"
 
 #include <sys/syscall.h>
@@ -88,6 +89,7 @@ void Recorder::reset() {
   events_.clear();
   devices_seen_.clear();
   dropped_.store(0);
+  max_epoch_.store(epoch_.load());
   records_.store(0);
   unsessioned_.store(0);
   unmatched_.store(0);
@@ -320,8 +322,11 @@ void Recorder::on_kernel(uint32_t corr, const char* name, uint32_t device, uint3
     unmatched_.fetch_add(1, std::memory_order_relaxed);
     return;
   }
+  uint64_t duration = end > start ? end - start : 0;
+  pcs::Store& samples = pcs::store();
   if (epoch == 0) {  // launched while no session was active
     unsessioned_.fetch_add(1, std::memory_order_relaxed);
+    if (samples.collection() != pcs::kOff) samples.note_kernel(corr, name, device, 0, 0, duration);  // its samples go
     return;
   }
   if (graph_node_id != 0) {
@@ -333,14 +338,18 @@ void Recorder::on_kernel(uint32_t corr, const char* name, uint32_t device, uint3
     }
     if (captured != 0) node = reroot(node, captured);
   }
-  std::lock_guard<std::mutex> a(agg_mu_);
-  uint32_t name_id = name_id_locked(name);
-  AggVal& v = agg_[AggKey{epoch, node, name_id, device}];
-  v.time_ns += end > start ? end - start : 0;
-  v.count += 1;
-  if (trace) events_.push_back(Event{epoch, node, name_id, device, stream, tid, start, end, launch});
-  if (std::find(devices_seen_.begin(), devices_seen_.end(), device) == devices_seen_.end())
-    devices_seen_.push_back(device);
+  {
+    std::lock_guard<std::mutex> a(agg_mu_);
+    uint32_t name_id = name_id_locked(name);
+    AggVal& v = agg_[AggKey{epoch, node, name_id, device}];
+    v.time_ns += duration;
+    v.count += 1;
+    if (trace) events_.push_back(Event{epoch, node, name_id, device, stream, tid, start, end, launch});
+    if (std::find(devices_seen_.begin(), devices_seen_.end(), device) == devices_seen_.end())
+      devices_seen_.push_back(device);
+  }
+  // PC sampling: the samples of this kernel are attributed to the key it was filed under.
+  if (samples.collection() != pcs::kOff) samples.note_kernel(corr, name, device, epoch, node, duration);
 }
 
 // ---------------------------------------------------------------- flush ----

@@ -91,7 +91,13 @@ class Recorder {
   void reset();  // a fresh trie and tables: the core forgets nodes on restart
   void configure(bool python_frames, bool trace, std::vector<std::string> internal_dirs,
                  std::vector<std::string> internal_files);
-  void set_epoch(uint32_t epoch) { epoch_.store(epoch, std::memory_order_release); }
+  void set_epoch(uint32_t epoch) {
+    epoch_.store(epoch, std::memory_order_release);
+    if (epoch > max_epoch_.load(std::memory_order_relaxed)) max_epoch_.store(epoch, std::memory_order_relaxed);
+  }
+  // The newest epoch the core ever set since reset: the core retires every older one after a
+  // complete flush (PC sampling must then deliver nothing more for them).
+  uint32_t max_epoch() const { return max_epoch_.load(std::memory_order_relaxed); }
   static void set_context(uint64_t ctx);
   static uint64_t context();  // the calling thread's, as last set
 
@@ -171,6 +177,7 @@ class Recorder {
   bool is_internal(const std::string& filename) const;
 
   std::atomic<uint32_t> epoch_{0};
+  std::atomic<uint32_t> max_epoch_{0};
   std::atomic<bool> python_frames_{false};
   std::atomic<bool> trace_{false};
   std::atomic<uint32_t> generation_{1};

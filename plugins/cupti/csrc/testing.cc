@@ -11,9 +11,15 @@
 #include <dlfcn.h>
 #include <pybind11/pybind11.h>
 
+#include <pybind11/stl.h>
+
+#include <cstring>
 #include <string>
+#include <unordered_map>
+#include <vector>
 
 #include "bindings.h"
+#include "pcsampling.h"
 #include "profiler.h"
 #include "pyframes.h"
 #include "recorder.h"
@@ -65,6 +71,55 @@ std::string launch_noop_loop(uint64_t n) {
   return "";
 }
 
+int collection_of(const std::string& name) {
+  if (name == "continuous") return pcs::kContinuous;
+  if (name == "serialized") return pcs::kSerialized;
+  if (name.empty()) return pcs::kOff;
+  throw py::value_error("collection must be 'continuous', 'serialized' or ''");
+}
+
+// A CUpti_PCSamplingData buffer as CUPTI fills it, built from Python tuples:
+// pcs = [(cubin crc, function name, pc offset, correlation id, [(stall index, samples), ...]), ...].
+void ingest_synthetic(const py::list& pcs, const std::vector<std::pair<uint32_t, std::string>>& stall_reasons,
+                      uint32_t device, uint64_t total_samples, uint64_t dropped_samples, uint64_t non_user) {
+  std::unordered_map<uint32_t, uint32_t> slots;
+  for (const auto& r : stall_reasons) slots[r.first] = pcs::store().slot(r.second);
+  size_t n = pcs.size();
+  std::vector<std::string> names(n);
+  std::vector<std::vector<CUpti_PCSamplingStallReason>> reasons(n);
+  std::vector<CUpti_PCSamplingPCData> records(n);
+  for (size_t i = 0; i < n; ++i) {
+    py::tuple t = pcs[i].cast<py::tuple>();
+    names[i] = t[1].cast<std::string>();
+    for (auto item : t[4].cast<py::list>()) {
+      py::tuple r = item.cast<py::tuple>();
+      CUpti_PCSamplingStallReason reason;
+      reason.pcSamplingStallReasonIndex = r[0].cast<uint32_t>();
+      reason.samples = r[1].cast<uint32_t>();
+      reasons[i].push_back(reason);
+    }
+    CUpti_PCSamplingPCData& p = records[i];
+    std::memset(&p, 0, sizeof(p));
+    p.size = sizeof(CUpti_PCSamplingPCData);
+    p.cubinCrc = t[0].cast<uint64_t>();
+    p.functionName = const_cast<char*>(names[i].c_str());
+    p.pcOffset = t[2].cast<uint64_t>();
+    p.correlationId = t[3].cast<uint32_t>();
+    p.stallReasonCount = reasons[i].size();
+    p.stallReason = reasons[i].data();
+  }
+  CUpti_PCSamplingData data;
+  std::memset(&data, 0, sizeof(data));
+  data.size = sizeof(CUpti_PCSamplingData);
+  data.collectNumPcs = n;
+  data.totalNumPcs = n;
+  data.pPcData = records.data();
+  data.totalSamples = total_samples;
+  data.droppedSamples = dropped_samples;
+  data.nonUsrKernelsTotalSamples = non_user;
+  pcs::store().ingest(data, device, slots);
+}
+
 }  // namespace
 
 void bind_testing(py::module_& m) {
@@ -93,7 +148,47 @@ void bind_testing(py::module_& m) {
         "whether python frames are read from the interpreter directly (no GIL taken per launch)");
   m.def("_test_graph_node", [](uint64_t id) { recorder().on_graph_node_created(id); });
   m.def("_test_graph_clone", [](uint64_t id, uint64_t original) { recorder().on_graph_node_cloned(id, original); });
-  m.def("_test_flush", [] { return flush_all(false); });
+  m.def("_test_flush", [](bool with_metrics) { return flush_all(false, true, with_metrics); },
+        py::arg("with_metrics") = false);
+  // ---- PC sampling: the store and the line mapping, without CUPTI's sampler ----
+  m.def("_test_pcs_reset", [](const std::string& collection) { pcs::store().reset(collection_of(collection)); },
+        py::arg("collection"), "reset the sample store; 'continuous'/'serialized' also note kernel records");
+  m.def("_test_pcs_ingest", &ingest_synthetic, py::arg("pcs"), py::arg("stall_reasons"), py::arg("device") = 0,
+        py::arg("total_samples") = 0, py::arg("dropped_samples") = 0, py::arg("non_user_samples") = 0,
+        "fold one synthetic CUpti_PCSamplingData buffer into the store");
+  m.def(
+      "_test_pcs_attribute",
+      [](bool final) { pcs::store().attribute(pcs::lines(), pcs::correlate_function(), final); },
+      py::arg("final"), "attribute pending samples to the noted kernel records");
+  m.def("_test_pcs_retire_below", [](uint32_t epoch) { pcs::store().retire_below(epoch); }, py::arg("epoch"),
+        "what a complete flush does after attributing: epochs older than `epoch` take no more samples");
+  m.def("_test_max_epoch", [] { return recorder().max_epoch(); });
+  m.def(
+      "_test_pcs_register_cubin",
+      [](py::bytes cubin, uint64_t crc) {
+        std::string data = cubin;
+        return pcs::lines().add_cubin(crc, data.data(), data.size());
+      },
+      py::arg("cubin"), py::arg("crc"), "keep a cubin under a given CRC (CUPTI computes none without a driver)");
+  m.def("_test_pcs_stall_metric", &pcs::stall_metric_name, py::arg("cupti_name"));
+  m.def("_test_pcs_not_issued", &pcs::stall_not_issued, py::arg("cupti_name"));
+  m.def(
+      "_test_pcs_line_name",
+      [](uint32_t line, const std::string& file, const std::string& dir) {
+        return pcs::source_line_name(line, file.c_str(), dir.c_str());
+      },
+      py::arg("line"), py::arg("file"), py::arg("dir"));
+  m.def("_test_pcs_sass_name", &pcs::sass_name, py::arg("pc_offset"));
+  m.def(
+      "_test_pcs_has_line_info",
+      [](py::bytes cubin) {
+        std::string data = cubin;
+        return pcs::cubin_has_line_info(data.data(), data.size());
+      },
+      py::arg("cubin"));
+  m.def("_test_pcs_split", &pcs::split_count, py::arg("count"), py::arg("weights"));
+  m.def("_test_pcs_correlation_available", [] { return pcs::correlate_function() != nullptr; },
+        "whether libcupti is loaded with cuptiGetSassToSourceCorrelation");
   m.def("_test_node_count", [] { return recorder().node_count(); });
   m.def("_test_launch_noop", &launch_noop_loop, py::arg("n"), py::call_guard<py::gil_scoped_release>(),
         "launch the empty kernel proton_noop n times through cuLaunchKernel; '' or the error");

@@ -14,3 +14,32 @@ def walk(literal, path=()):
         p = path + (c["frame"]["name"],)
         yield p, c
         yield from walk(c, p)
+
+
+# ---- mode="pcsampling": line nodes below kernel nodes ----
+def kernel_node(literal, name):
+    """The kernel child called ``name`` of a node (its literal, with the line nodes below it)."""
+    matches = [c for c in literal["children"] if c["frame"]["name"] == name and "device_id" in c["metrics"]]
+    assert matches, (name, [c["frame"]["name"] for c in literal["children"]])
+    return matches[0]
+
+
+def sampled_lines(kernel_literal):
+    """{line node name: metrics} of a kernel node's sample children (``file:line`` or ``sass+0x..``)."""
+    return {c["frame"]["name"]: c["metrics"] for c in kernel_literal["children"] if "samples" in c["metrics"]}
+
+
+def samples_below(literal):
+    """Samples of every line node (a leaf below a kernel) below ``literal``."""
+    return sum(int(n["metrics"].get("samples", 0)) for _, n in walk(literal)
+               if not n["children"] and "device_id" not in n["metrics"])
+
+
+def stall_totals(kernel_literal):
+    """{stall metric: samples} summed over a kernel's lines."""
+    out = {}
+    for metrics in sampled_lines(kernel_literal).values():
+        for key, value in metrics.items():
+            if key.startswith("stall_"):
+                out[key] = out.get(key, 0) + int(value)
+    return out

@@ -14,7 +14,7 @@ CUPTI = next((c for c in libsearch.candidates() if os.sep in c), None)
 
 def test_registered_through_entry_point():
     reg = get_plugins().backends.get("cupti")
-    assert reg is not None and reg.priority == 100 and reg.modes == ()
+    assert reg is not None and reg.priority == 100 and reg.modes == ("pcsampling",)
     assert reg.available is plugin.available
 
 

@@ -13,12 +13,16 @@ from proton_core.plugin_api import Backend, BackendUnavailable, Batch, ProtonErr
 from proton_core.plugin_api import warn
 
 from . import libsearch
+from . import pcsampling
 
 register_internal_path(os.path.dirname(os.path.abspath(__file__)))
 
 #: What CUPTI says when another client (torch.profiler, Nsight) holds its one subscription.
 CONFLICT = "MULTIPLE_SUBSCRIBERS"
 CONFLICT_ENV = "PROTON_CUPTI_ON_CONFLICT"
+CONFLICT_MESSAGE = ("cupti backend cannot start: another CUPTI client already holds CUPTI (torch.profiler, Nsight "
+                    "Systems or Compute, DCGM, another profiler); stop it first, or set "
+                    f"{CONFLICT_ENV}=skip to run without kernel profiling")
 #: After a CUDA-graph launch CUPTI keeps ~32 B per later launch until it is detached: at a phase's end,
 #: once this many kernel records came since CUPTI was last attached, re-attach it (0: never).
 REATTACH_ENV = "PROTON_CUPTI_REATTACH_RECORDS"
@@ -65,6 +69,10 @@ def load_cupti() -> str:
 
 class CuptiBackend(Backend):
     device_type = "CUDA"
+    #: mode="pcsampling": its options while sampling runs (class defaults: tests build instances without __init__).
+    _pcs = None
+    _pcs_reported: dict = {}
+    pcsampling_note = ""
 
     def __init__(self) -> None:
         reason = libsearch.driver_reason()
@@ -80,6 +88,7 @@ class CuptiBackend(Backend):
         self.native_context = getattr(self.native, "native_context", None)
 
     def start(self, mode):
+        options = pcsampling.parse_mode(mode)  # first: a bad option leaves nothing started
         self._reattach = reattach_records()
         self._unobserved = self._untimed_seen = 0
         try:
@@ -88,16 +97,41 @@ class CuptiBackend(Backend):
             if CONFLICT not in str(exc):
                 raise ProtonError(f"cupti backend cannot start: {exc}") from None
             if os.environ.get(CONFLICT_ENV, "").strip().lower() != "skip":
-                raise ProtonError(
-                    "cupti backend cannot start: another CUPTI client already holds CUPTI (torch.profiler, Nsight "
-                    "Systems or Compute, DCGM, another profiler); stop it first, or set "
-                    f"{CONFLICT_ENV}=skip to run without kernel profiling") from None
+                raise ProtonError(CONFLICT_MESSAGE) from None
             warn(f"another CUPTI client holds CUPTI; {CONFLICT_ENV}=skip: this run records no kernels "
                  "(scopes and metrics only)")
             return  # not started: flush delivers nothing, stop has nothing to undo
         self._started = True
+        if options is not None:
+            self._start_pcsampling(options)
+
+    def _start_pcsampling(self, options):
+        """Instruction sampling on top of the attached backend; on failure nothing is left attached."""
+        native_start = getattr(self.native, "pcsampling_start", None)
+        if native_start is None:
+            self.stop()
+            raise ProtonError("cupti backend cannot start pcsampling: this build of proton-profiler-cupti has no PC "
+                              "sampling; reinstall proton-profiler-cupti")
+        # Triton kernels compiled and loaded before start: CUPTI's module-load callback never sees their
+        # cubins, which map their PCs to source lines.
+        self.pcsampling_note = pcsampling.register_triton_cubins(self.native.register_cubin)
+        error = native_start(options.collection, options.interval, options.drain_ms, options.kernels)
+        if error is not None:
+            self.stop()  # detaches CUPTI: no partial session stays behind
+            raise ProtonError(pcsampling.start_error_message(
+                error, self._describe_device(int(error[1])), getattr(self, "library", ""), CONFLICT_MESSAGE))
+        self._pcs = options
+        self._pcs_reported = {}
+
+    def _describe_device(self, device: int) -> str:
+        if device < 0:
+            return pcsampling.describe_device(device)
+        name = getattr(self.native, "device_name", lambda _: "")(device)
+        arch = dict(self.native.device_info(device)).get("arch", "")
+        return pcsampling.describe_device(device, name, arch)
 
     def stop(self):
+        self._pcs = None
         if self._started:
             self.native.stop()
             self._started = False
@@ -113,32 +147,66 @@ class CuptiBackend(Backend):
         self.native.set_context(int(context_id))  # same as context_setter, for callers holding the backend
 
     def flush(self):
+        if self._pcs is not None:
+            return self._batch(self.native.flush(True))  # with the sampled metrics
         return self._batch(self.native.flush())
 
     def drain(self):
         drain = getattr(self.native, "drain", None)
-        return self._batch(drain()) if drain is not None else None
+        if drain is None:
+            return None
+        return self._batch(drain(True) if self._pcs is not None else drain())
 
     def _batch(self, flushed):
-        nodes, records, events, dropped, devices = flushed
-        batch = batch_from(nodes, records, events, dropped, devices, self._devices, self.native.device_info)
+        nodes, records, events, dropped, devices = flushed[:5]
+        kernel_metrics = flushed[5] if len(flushed) > 5 else None
+        batch = batch_from(nodes, records, events, dropped, devices, self._devices, self.native.device_info,
+                           kernel_metrics=kernel_metrics)
         batch.unobserved_ns, self._unobserved = self._unobserved, 0
         if self._started:
             untimed = int(self.native.stats()["zero_time"])  # since start (the native counters reset there)
             batch.untimed, self._untimed_seen = untimed - self._untimed_seen, untimed
+        if self._pcs is not None:
+            self._report_sampling()
         return batch
+
+    def _report_sampling(self):
+        """One warning per kind of sampling trouble and session: lost samples, contexts CUPTI refused."""
+        stats = self.native.pcsampling_stats()
+        seen = self._pcs_reported
+        lost = int(stats["dropped_samples"]) + int(stats["hardware_full"])
+        if lost and "lost" not in seen:
+            seen["lost"] = True
+            warn(f"pcsampling: the GPU dropped samples ({stats['dropped_samples']} samples, "
+                 f"{stats['hardware_full']} full hardware buffers); the profile undercounts them; use a larger "
+                 f"interval (mode='pcsampling:interval={min(self._pcs.interval + 2, pcsampling.INTERVAL_MAX)}')")
+        if int(stats["enable_failures"]) and "enable" not in seen:
+            seen["enable"] = True
+            warn(f"pcsampling: a CUDA context could not be sampled ({stats['last_error']}); its kernels have times "
+                 "but no samples")
+        if int(stats["get_errors"]) and "get" not in seen:
+            seen["get"] = True
+            warn(f"pcsampling: collecting samples failed ({stats['last_error']})")
 
     def phase_ended(self):
         if self._started and self._reattach:
             self._unobserved += self.native.reattach_if_due(self._reattach)
 
 
-def batch_from(nodes, records, events, dropped, device_ids, cache, device_info) -> Batch:
-    """A core Batch from the native flush tuple; device info is read once per device."""
+def batch_from(nodes, records, events, dropped, device_ids, cache, device_info, kernel_metrics=None) -> Batch:
+    """A core Batch from the native flush tuple; device info is read once per device.
+
+    ``kernel_metrics`` (mode="pcsampling"): ``(epoch, node_id, kernel, device_id, sub_path, metrics)`` per
+    kernel and source line, set as an attribute so that it works whether or not this core's Batch has
+    the field yet.
+    """
     for dev in device_ids:
         key = str(dev)
         if key not in cache:
             cache[key] = dict(device_info(dev))
     devices = {"CUDA": {k: v for k, v in cache.items() if v}} if cache else {}
-    return Batch(nodes=list(nodes), records=list(records), events=list(events), dropped=int(dropped),
-                 devices=devices, device_type="CUDA")
+    batch = Batch(nodes=list(nodes), records=list(records), events=list(events), dropped=int(dropped),
+                  devices=devices, device_type="CUDA")
+    if kernel_metrics is not None:
+        batch.kernel_metrics = list(kernel_metrics)
+    return batch

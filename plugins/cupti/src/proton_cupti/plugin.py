@@ -41,5 +41,6 @@ def _factory():
 
 @hookimpl
 def proton_register_backends(register):
-    register("cupti", _factory, priority=100, available=available, modes=(),
-             description="NVIDIA GPUs through CUPTI: kernel time and count per call path")
+    register("cupti", _factory, priority=100, available=available, modes=("pcsampling",),
+             description="NVIDIA GPUs through CUPTI: kernel time and count per call path; mode='pcsampling' adds "
+                         "instruction samples with stall reasons per source line")
