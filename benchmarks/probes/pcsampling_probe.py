@@ -213,7 +213,7 @@ CHILDREN = {"info": child_info, "coexist": child_coexist, "cost": child_cost, "s
 
 
 # -------------------------------------------------------------------- parent ----
-def run_child(spec, timeout=900):
+def run_child(spec, timeout=150):
     proc = subprocess.run([sys.executable, __file__, "--child", json.dumps(spec)], capture_output=True, text=True,
                           timeout=timeout)
     lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
@@ -227,7 +227,7 @@ def run_child(spec, timeout=900):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", required=True, help="JSON file to write")
+    parser.add_argument("--out", help="JSON file to write (required)")
     parser.add_argument("--launches", type=int, default=1000)
     parser.add_argument("--reps", type=int, default=7)
     parser.add_argument("--intervals", default="10,14,18", help="sampling periods (2**n cycles) for the cost rows")
@@ -238,6 +238,8 @@ def main():
         spec = json.loads(args.child)
         print(json.dumps(CHILDREN[spec["kind"]](spec)), flush=True)
         return
+    if not args.out:
+        parser.error("the following arguments are required: --out")
     skip = set(filter(None, args.skip.split(",")))
     intervals = [int(i) for i in args.intervals.split(",")]
     report = {"launches": args.launches, "reps": args.reps}

@@ -30,7 +30,7 @@ if triton is not None:
         offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
         acc = tl.load(X + offs)
         for _ in range(n_iter):
-            acc = acc * 0.999 + 0.25  # PCS-HOT-LINE: nearly every instruction the loop runs
+            acc = tl.sin(acc) * 0.999 + tl.cos(acc) * 0.001 + 0.25  # PCS-HOT-LINE: far more work than the loop's own
         tl.store(X + offs, acc)
 
 
