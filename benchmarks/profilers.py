@@ -235,8 +235,19 @@ class OursPCSampling(Ours):
         proton.start(path, backend="cupti", context=self.context, hook=self.hook, mode=self.mode)
 
 
+class OursPCSamplingSerialized(OursPCSampling):
+    """mode="pcsampling:collection=serialized": exact per-launch samples, kernels serialized."""
+
+    expected_slowdown = 100.0  # CUPTI serializes kernels and samples are taken per launch (H200: ~80x)
+
+    def __init__(self):
+        super().__init__("pcsampling:collection=serialized")
+
+
 class UpstreamPCSampling(Upstream):
     """Proton inside the installed Triton, in its mode="pcsampling"."""
+
+    expected_slowdown = 200.0  # it serializes every launch (H200: ~100-300x); run.slow_iters
 
     def start(self, path):
         import triton.profiler as proton_up
@@ -262,9 +273,17 @@ PROFILERS = {
     "broken": Broken,
     "stuck": Stuck,
     "ours-pcsampling": OursPCSampling,
-    "ours-pcsampling-serialized": lambda: OursPCSampling("pcsampling:collection=serialized"),
+    "ours-pcsampling-serialized": OursPCSamplingSerialized,
     "upstream-pcsampling": UpstreamPCSampling,
 }
+
+
+def expected_slowdown(name: str) -> float:
+    """How many times slower a profiler is known to make a program (1: about as fast), for sizing runs."""
+    if paired(name) or name not in PROFILERS:
+        return 1.0
+    factory = PROFILERS[name]
+    return float(getattr(factory, "expected_slowdown", 1.0))
 
 
 PAIR_SEP = "/"  # "ours-shadow/floor": both in one process, windows alternating (worker.measure_paired)

@@ -25,6 +25,10 @@ from .session import ACTIVITY, MANAGER
 #: (context id, caller's key) -> (generation, op context id, op name, counters)
 _OPS: dict = {}
 _MAX_OPS = 65536
+#: [how many times _OPS was emptied]: a hit stays what _OPS holds for its key while this count and
+#: ACTIVITY.generation stay the same (only _build writes _OPS, and only for keys that miss), which lets
+#: a native copy of the cached step (plugin_api.launch_op_protocol) remember hits across launches.
+_CLEARS = [0]
 _INDEX = TREE._index  # (parent, kind, name) -> id
 
 
@@ -72,5 +76,6 @@ def _build(base: int, key, name: str, numbers):
         counters.append(counter)
     if len(_OPS) >= _MAX_OPS:  # metadata whose values change at every launch: stay bounded
         _OPS.clear()
+        _CLEARS[0] += 1
     hit = _OPS[(base, key)] = (ACTIVITY.generation, ctx, name, tuple(counters))
     return hit

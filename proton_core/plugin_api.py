@@ -20,6 +20,7 @@ Native scope sources (scopes opened by native code on threads without the GIL)
     :func:`open_scope`/:func:`close_scope` (the least-cost scope, for per-event hooks),
     :func:`open_op`/:func:`close_op`, :func:`metric_name` and :func:`add_numbers_here` (the same for
     per-launch ops and their metrics), :func:`open_counted_op` (both in one cached step),
+    :func:`launch_op_protocol` (its and ``close_op``'s internals, for a native launch hook),
     :func:`register_context_ids` (ids a plugin interns itself),
     :func:`native_context_setters` (the running backends' C setters, capsules
     named ``proton.native_context.v1``), :func:`innermost_scope`, :func:`context_names`,
@@ -62,6 +63,7 @@ __all__ = [
     # native scope sources
     "register_context_ids", "native_context_setters", "innermost_scope", "context_names", "open_scope",
     "close_scope", "scope_stack_protocol", "open_op", "close_op", "metric_name", "add_numbers_here", "open_counted_op",
+    "launch_op_protocol",
     "add_cpu_time_at",
     "add_scope_event", "open_sessions", "NATIVE_CONTEXT_CAPSULE",
     # data and sessions
@@ -180,6 +182,31 @@ def scope_stack_protocol():
     from .context import TREE as _TREE
 
     return (1, THREAD, _TREE._index, _TREE.child, _SCOPE, MANAGER, open_scope, close_scope)
+
+
+def launch_op_protocol():
+    """What :func:`open_counted_op` (its cached step) and :func:`close_op` touch, for a native launch
+    hook that performs exactly those steps itself, with the GIL held, to skip the Python frames of a
+    per-launch hook (the frameworks plugin's Triton hooks).
+
+    A tuple, version 1: ``(1, thread, ops, activity, manager, entries, op_kind, close_op, open_counted_op,
+    clears)``.  ``thread`` is the threading.local whose per-thread ``__dict__`` holds ``op`` (the open
+    op's name or None) and ``current`` (the published context id).  ``ops`` maps ``(thread.current,
+    key)`` to ``(generation, op context id, op name, counters)``, valid while ``generation ==
+    activity.generation``; a valid hit with ``thread.op`` None is: ``op = name``, ``current = op
+    context id``, each of ``manager.setters`` called with that id, ``next()`` once on each counter, in
+    that order.  ``ops`` only gains entries for keys that miss, and is emptied only with ``clears[0]``
+    incremented: a hit may be kept across launches while ``activity.generation`` and ``clears[0]`` are
+    unchanged.  ``entries`` is the list id -> ``(parent, kind, name)``; closing is ``op = None`` and
+    ``current = entries[current][0]`` when ``entries[current][1] == op_kind`` (else ``close_op``'s
+    recomputation), then the setters.  Anything the native side does not handle (a miss, a stale hit,
+    an open op, an unusual value) it hands to ``open_counted_op``/``close_op``.
+    """
+    from .context import OP as _OP
+    from .context import TREE as _TREE
+    from .launch_ops import _CLEARS, _OPS
+
+    return (1, THREAD, _OPS, ACTIVITY, MANAGER, _TREE._entries, _OP, close_op, open_counted_op, _CLEARS)
 
 
 def add_cpu_time_at(context_id: int, ns: int) -> None:

@@ -19,6 +19,14 @@ Where the hooks live depends on the Triton version:
 
 For single-callable slots a hook already installed by the user is chained
 (theirs runs first on enter and last on exit) and restored on uninstall.
+
+The hooks Triton calls are native (``proton_frameworks._triton_fast``, C) where
+that extension was built: a repeated launch (same metadata, same context, no
+session change) is then the core's cached step (``open_counted_op``) done in C,
+without a Python frame of ours; every other launch runs the Python code below,
+so both behave the same.  ``PROTON_TRITON_NATIVE=0`` (read when the hooks are
+installed, i.e. when the first ``hook="triton"`` session starts) installs the
+Python :func:`launch_enter`/:func:`launch_exit` instead.
 """
 
 from __future__ import annotations
@@ -26,6 +34,7 @@ from __future__ import annotations
 import importlib
 import math
 import numbers
+import os
 
 from proton_core.plugin_api import (
     ACTIVITY,
@@ -35,9 +44,11 @@ from proton_core.plugin_api import (
     add_numbers_here,
     close_op,
     enter_scope,
+    launch_op_protocol,
     metric_name,
     open_counted_op,
     open_op,
+    warn,
 )
 from proton_core.plugin_api import thread_state
 
@@ -130,6 +141,14 @@ def launch_enter(meta) -> None:
             return
     except TypeError:  # an unhashable value (a list): the general path explains it
         items = None
+    _enter_general(data, items)
+
+
+def _enter_general(data, items) -> None:
+    """``launch_enter`` after the cached step declined (``items``: the metadata's items, None if unhashable).
+
+    The native hook (``_triton_fast``) calls this too, with the same arguments, whenever its own copy
+    of the cached step does not apply."""
     name = data.get("name")
     try:
         plain = _plain_numbers(items) if items is not None and type(name) is str and name else None
@@ -149,6 +168,33 @@ def launch_exit(meta) -> None:
     """Triton's exit hook: close the op the enter hook opened, if any."""
     if _THREAD.op is not None:
         close_op()
+
+
+def _load_native():
+    """``proton_frameworks._triton_fast`` configured with the core's launch-op protocol, or None
+    (not built: no compiler at install; or built for another protocol version: said once)."""
+    try:
+        from . import _triton_fast
+    except ImportError:
+        return None
+    try:
+        _triton_fast.configure(launch_op_protocol(), RESERVED_KEYS, _enter_general)
+    except (TypeError, ValueError) as exc:
+        warn(f"hook='triton' uses its Python launch hooks: the native ones do not fit this proton_core ({exc}); "
+             f"reinstall proton-profiler-frameworks")
+        return None
+    return _triton_fast
+
+
+_NATIVE = _load_native()
+
+
+def hooks() -> tuple:
+    """The (enter, exit) callables installed for Triton: the native ones unless ``PROTON_TRITON_NATIVE=0``
+    or they are not built, else :func:`launch_enter`/:func:`launch_exit` (same behaviour, slower)."""
+    if _NATIVE is not None and os.environ.get("PROTON_TRITON_NATIVE", "1").strip() != "0":
+        return _NATIVE.launch_enter, _NATIVE.launch_exit
+    return launch_enter, launch_exit
 
 
 class _Chain:
@@ -225,8 +271,9 @@ def hook_owner():
 
 def _install_hooks() -> list:
     owner, _ = hook_owner()
-    enter = _Slot(owner, "launch_enter_hook", launch_enter, user_first=True)
-    leave = _Slot(owner, "launch_exit_hook", launch_exit, user_first=False)
+    ours_enter, ours_exit = hooks()
+    enter = _Slot(owner, "launch_enter_hook", ours_enter, user_first=True)
+    leave = _Slot(owner, "launch_exit_hook", ours_exit, user_first=False)
     enter.install()
     try:
         leave.install()
