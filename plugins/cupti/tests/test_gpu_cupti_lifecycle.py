@@ -87,7 +87,7 @@ TORCH_PROFILER_FIRST = """
         torch.cuda.synchronize()
         if os.environ.get("TRY_PROTON") == "1":
             try:
-                sid = proton.start("prof", backend="cupti")
+                sid = proton.start("prof", backend="cupti", mode=os.environ.get("PROTON_MODE") or None)
             except proton.ProtonError as exc:
                 result = {"started": False, "error": str(exc)}
             else:
@@ -97,6 +97,13 @@ TORCH_PROFILER_FIRST = """
                 torch.cuda.synchronize()
                 result = {"started": True, "paths": proton.finalize(sid)}
     result["torch_kernels"] = sum(1 for e in prof.events() if e.device_type.name == "CUDA")
+    if os.environ.get("THEN_PROTON") == "1":  # torch.profiler is gone: CUPTI must be free for a new session
+        sid = proton.start("after", backend="cupti", mode=os.environ.get("PROTON_MODE") or None)
+        with proton.scope("after"):
+            for _ in range(50):
+                x.add_(1)
+        torch.cuda.synchronize()
+        result["after_paths"] = proton.finalize(sid)
     print(json.dumps(result))
 """
 
@@ -132,6 +139,22 @@ def test_torch_profiler_holding_cupti_gives_one_line_or_both_record(tmp_path):
         assert "another CUPTI client already holds CUPTI" in message and "\n" not in message, message
         assert "PROTON_CUPTI_ON_CONFLICT=skip" in message
         assert result["torch_kernels"] == alone["torch_kernels"]  # the failed start left torch.profiler's data whole
+
+
+def test_pcsampling_refused_by_another_client_in_one_line_and_leaves_nothing(tmp_path):
+    """Issue 19 item 5: pcsampling while torch.profiler holds CUPTI: one line at start, torch's data whole,
+    and nothing half-enabled: once torch.profiler is done, a pcsampling session records kernels and samples."""
+    alone, _ = torch_profiler_first(tmp_path, TRY_PROTON="0")
+    result, _ = torch_profiler_first(tmp_path, TRY_PROTON="1", THEN_PROTON="1", PROTON_MODE="pcsampling")
+    fact(case="torch.profiler holds CUPTI, proton.start(mode='pcsampling')", with_proton=result)
+    if not result["started"]:
+        message = result["error"]
+        assert "another CUPTI client already holds CUPTI" in message and "\n" not in message, message
+        assert result["torch_kernels"] == alone["torch_kernels"]
+    root = json.loads((tmp_path / "after.hatchet").read_text())[0]
+    after = [n for _, n in walk(root) if n.get("frame", {}).get("name") == "after"]
+    assert after and sum(n["metrics"].get("count", 0) for _, n in walk(after[0]) if "device_id" in n["metrics"]) == 50
+    assert sum(n["metrics"].get("samples", 0) for _, n in walk(after[0])) > 0
 
 
 def test_on_conflict_skip_runs_the_program_without_kernels(tmp_path):
