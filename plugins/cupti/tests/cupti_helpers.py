@@ -1,6 +1,19 @@
 """Reading hatchet profiles in the cupti tests (loading and path-following come from proton_core.testing)."""
 
+import pytest
+
 from proton_core.testing import child, load_profile as load  # noqa: F401
+
+
+@pytest.fixture(scope="module")
+def cuda_torch():
+    """torch with a CUDA context made (imported by GPU test modules as their ``torch`` fixture)."""
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("torch sees no CUDA device")
+    torch.zeros(1, device="cuda")
+    torch.cuda.synchronize()
+    return torch
 
 
 def kernels(literal):

@@ -10,21 +10,11 @@ import time
 import pytest
 
 import proton_core as proton
-from cupti_helpers import child, kernels, load, walk
+from cupti_helpers import child, cuda_torch as torch, kernels, load, walk  # noqa: F401 (torch: a fixture)
 
 pytestmark = pytest.mark.gpu
 
 DROPPED_MSG = "dropped"
-
-
-@pytest.fixture(scope="module")
-def torch():
-    torch = pytest.importorskip("torch")
-    if not torch.cuda.is_available():
-        pytest.skip("torch sees no CUDA device")
-    torch.zeros(1, device="cuda")
-    torch.cuda.synchronize()
-    return torch
 
 
 def total_count(literal):

@@ -10,7 +10,7 @@ import os
 import pytest
 
 import proton_core as proton
-from cupti_helpers import child, kernel_node, kernels, load, sampled_lines, samples_below, stall_totals, walk
+from cupti_helpers import child, cuda_torch as torch, kernel_node, kernels, load, sampled_lines, samples_below, stall_totals, walk  # noqa: F401,E501
 
 pytestmark = pytest.mark.gpu
 
@@ -39,16 +39,6 @@ def hot_line():
     lines, first = inspect.getsourcelines(pcs_hot_loop.fn)
     (offset,) = [i for i, text in enumerate(lines) if "PCS-HOT-LINE" in text]
     return os.path.basename(inspect.getsourcefile(pcs_hot_loop.fn)), first + offset
-
-
-@pytest.fixture(scope="module")
-def torch():
-    torch = pytest.importorskip("torch")
-    if not torch.cuda.is_available():
-        pytest.skip("torch sees no CUDA device")
-    torch.zeros(1, device="cuda")
-    torch.cuda.synchronize()
-    return torch
 
 
 def need_triton():

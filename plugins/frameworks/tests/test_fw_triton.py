@@ -6,30 +6,11 @@ import types
 import pytest
 
 import proton_core as proton
-from fwtest import load, names, node
+from fwtest import install_fake_triton, load, names, node
 from proton_core.plugin_api import current_op
 from proton_frameworks import triton_hook
 from proton_frameworks.triton_hook import launch_enter, launch_exit
 from proton_frameworks.testing import LazyDict
-
-
-class HookChain:
-    """Triton 3.6's knobs.runtime.launch_*_hook."""
-
-    def __init__(self, reversed=False):
-        self.calls, self.reversed = [], reversed
-
-    def add(self, f):
-        if f not in self.calls:
-            self.calls.append(f)
-
-    def remove(self, f):
-        if f in self.calls:
-            self.calls.remove(f)
-
-    def __call__(self, *a):
-        for f in (reversed(self.calls) if self.reversed else self.calls):
-            f(*a)
 
 
 def matmul_metadata(grid, metadata, args):
@@ -56,15 +37,7 @@ def launch(fake, kernel, fn=None, args=None, ns=100, enter=launch_enter, leave=l
 @pytest.fixture
 def fake_triton(monkeypatch):
     """A Triton 3.6-shaped module (knobs.runtime HookChains) in place of any real one."""
-    runtime = types.SimpleNamespace(launch_enter_hook=HookChain(), launch_exit_hook=HookChain(reversed=True))
-    knobs = types.ModuleType("triton.knobs")
-    knobs.runtime = runtime
-    triton = types.ModuleType("triton")
-    triton.__version__ = "3.6.0"
-    triton.knobs = knobs
-    monkeypatch.setitem(sys.modules, "triton", triton)
-    monkeypatch.setitem(sys.modules, "triton.knobs", knobs)
-    return runtime
+    return install_fake_triton(monkeypatch)
 
 
 def test_launch_metadata_renames_and_sums_metrics(tmp_path, fake, fake_triton):

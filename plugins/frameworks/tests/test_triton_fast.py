@@ -16,7 +16,7 @@ import threading
 import pytest
 
 import proton_core as proton
-from fwtest import load, node
+from fwtest import install_fake_triton, load, node
 from proton_core.plugin_api import current_op, launch_op_protocol, thread_state
 from proton_core.testing import reset
 from proton_frameworks import triton_hook
@@ -454,27 +454,7 @@ def test_extension_is_built_where_a_compiler_is(monkeypatch):
 @pytest.mark.skipif(_triton_fast is None, reason="proton_frameworks._triton_fast is not built")
 @pytest.mark.parametrize("setting, expected", [(None, "native"), ("1", "native"), ("0", "python"), (" 0 ", "python")])
 def test_proton_triton_native_selects_the_installed_hooks(tmp_path, fake, monkeypatch, setting, expected):
-    import sys
-    import types
-
-    class Chain:
-        def __init__(self):
-            self.calls = []
-
-        def add(self, f):
-            self.calls.append(f)
-
-        def remove(self, f):
-            self.calls.remove(f)
-
-    runtime = types.SimpleNamespace(launch_enter_hook=Chain(), launch_exit_hook=Chain())
-    knobs = types.ModuleType("triton.knobs")
-    knobs.runtime = runtime
-    triton = types.ModuleType("triton")
-    triton.__version__ = "3.6.0"
-    triton.knobs = knobs
-    monkeypatch.setitem(sys.modules, "triton", triton)
-    monkeypatch.setitem(sys.modules, "triton.knobs", knobs)
+    runtime = install_fake_triton(monkeypatch)
     if setting is None:
         monkeypatch.delenv("PROTON_TRITON_NATIVE", raising=False)
     else:
