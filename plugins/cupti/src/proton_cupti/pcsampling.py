@@ -60,36 +60,19 @@ def parse_mode(mode) -> Options | None:
     for item in items:
         key, eq, value = item.partition("=")
         key, value = key.strip(), value.strip()
-        if not eq or not value or key not in ("interval", "collection", "drain", "kernels"):
+        if not eq or not value or key not in _OPTIONS:
             raise ProtonError(f"mode {mode!r}: {item!r} is not an option of {MODE}; use {USAGE}")
         if key in values:
             raise ProtonError(f"mode {mode!r}: {key} is given twice")
         values[key] = value
-    options = Options()
-    if "interval" in values:
-        interval = _whole(values["interval"])
-        if interval is None or not INTERVAL_MIN <= interval <= INTERVAL_MAX:
-            raise ProtonError(f"mode {mode!r}: interval must be a whole number from {INTERVAL_MIN} to {INTERVAL_MAX} "
-                              f"(CUPTI's sampling period: one sample every 2**interval SM cycles), not "
-                              f"{values['interval']!r}")
-        options = replace(options, interval=interval)
-    if "collection" in values:
-        if values["collection"] not in COLLECTIONS:
-            raise ProtonError(f"mode {mode!r}: collection must be {' or '.join(COLLECTIONS)}, "
-                              f"not {values['collection']!r}")
-        options = replace(options, collection=values["collection"])
-    if "drain" in values:
-        drain = _whole(values["drain"])
-        if drain is None or not 1 <= drain <= DRAIN_MS_MAX:
-            raise ProtonError(f"mode {mode!r}: drain must be milliseconds from 1 to {DRAIN_MS_MAX}, "
-                              f"not {values['drain']!r}")
-        options = replace(options, drain_ms=drain)
-    if "kernels" in values:
-        if values["kernels"] not in KERNELS:
-            raise ProtonError(f"mode {mode!r}: kernels must be {', '.join(KERNELS[:-1])} or {KERNELS[-1]}, "
-                              f"not {values['kernels']!r}")
-        options = replace(options, kernels=values["kernels"])
-    return options
+    chosen = {}
+    for key, value in values.items():
+        field, parse, good = _OPTIONS[key]
+        parsed = parse(value)
+        if parsed is None:
+            raise ProtonError(f"mode {mode!r}: {key} must be {good}, not {value!r}")
+        chosen[field] = parsed
+    return replace(Options(), **chosen)
 
 
 def _whole(text: str) -> int | None:
@@ -97,6 +80,25 @@ def _whole(text: str) -> int | None:
         return int(text, 10)
     except ValueError:
         return None
+
+
+def _within(low: int, high: int):
+    return lambda text: n if (n := _whole(text)) is not None and low <= n <= high else None
+
+
+def _one_of(choices: tuple):
+    return lambda text: text if text in choices else None
+
+
+#: option -> (Options field, its parser (None: a bad value), what a good value is)
+_OPTIONS = {
+    "interval": ("interval", _within(INTERVAL_MIN, INTERVAL_MAX),
+                 f"a whole number from {INTERVAL_MIN} to {INTERVAL_MAX} (CUPTI's sampling period: one sample "
+                 "every 2**interval SM cycles)"),
+    "collection": ("collection", _one_of(COLLECTIONS), " or ".join(COLLECTIONS)),
+    "drain": ("drain_ms", _within(1, DRAIN_MS_MAX), f"milliseconds from 1 to {DRAIN_MS_MAX}"),
+    "kernels": ("kernels", _one_of(KERNELS), f"{', '.join(KERNELS[:-1])} or {KERNELS[-1]}"),
+}
 
 
 def describe_device(device: int, name: str = "", arch: str = "") -> str:
