@@ -56,3 +56,15 @@ def stall_totals(kernel_literal):
             if key.startswith("stall_"):
                 out[key] = out.get(key, 0) + int(value)
     return out
+
+
+class CorrelationIds:
+    """Monotonic correlation ids, as CUPTI hands them out; each test module starts its own range, as
+    the native recorder is one per process."""
+
+    def __init__(self, start: int) -> None:
+        self.next = start
+
+    def __call__(self) -> int:
+        self.next += 1
+        return self.next

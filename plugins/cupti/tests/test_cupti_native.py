@@ -6,6 +6,7 @@ import threading
 import pytest
 
 from proton_core.plugin_api import NODE_CAPTURED_AT, NODE_CONTEXT, NODE_FRAME
+from cupti_helpers import CorrelationIds
 from proton_core.testing import chains
 
 _cupti = pytest.importorskip("proton_cupti._cupti", reason="proton-profiler-cupti extension not built")
@@ -28,17 +29,7 @@ def rec():
     _cupti._test_reset()
 
 
-class Corr:
-    """Monotonic correlation ids, as CUPTI hands them out."""
-
-    next = 1000
-
-    def __call__(self):
-        Corr.next += 1
-        return Corr.next
-
-
-corr = Corr()
+corr = CorrelationIds(1000)
 
 
 def test_aggregates_by_epoch_node_kernel_device(rec):
@@ -258,7 +249,7 @@ def test_many_records_aggregate_to_one_row(rec):
     for i in range(1, 20001):
         rec._test_launch(base + i)
         rec._test_kernel(base + i, "hot", start=0, end=3)
-    Corr.next = base + 20001
+    corr.next = base + 20001
     _, records, _, dropped, _ = rec._test_flush()
     assert [(r[2], r[4], r[5]) for r in records] == [("hot", 60000, 20000)] and dropped == 0
 

@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 
 import proton_core as proton
-from cupti_helpers import child, kernel_node, load, sampled_lines
+from cupti_helpers import CorrelationIds, child, kernel_node, load, sampled_lines
 from proton_core.testing import get_plugins
 
 _cupti = pytest.importorskip("proton_cupti._cupti", reason="proton-profiler-cupti extension not built")
@@ -61,15 +61,7 @@ def recorder_backend(monkeypatch):
     _cupti._test_reset()
 
 
-class Corr:
-    next = 400_000
-
-    def __call__(self):
-        Corr.next += 1
-        return Corr.next
-
-
-corr = Corr()
+corr = CorrelationIds(400_000)
 
 
 def kernel_with_samples(kernel, time_ns, pcs, collection):

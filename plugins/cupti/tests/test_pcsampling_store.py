@@ -5,6 +5,7 @@ activity buffers would, and the attribution of samples to call paths, kernels an
 import pytest
 
 from proton_core.plugin_api import NODE_CAPTURED_AT, NODE_CONTEXT
+from cupti_helpers import CorrelationIds
 from proton_core.testing import chains
 
 _cupti = pytest.importorskip("proton_cupti._cupti", reason="proton-profiler-cupti extension not built")
@@ -24,15 +25,7 @@ REASONS = [
 LONG, LONG_NI, SELECTED, MATH = 3, 4, 7, 9
 
 
-class Corr:
-    next = 50_000
-
-    def __call__(self):
-        Corr.next += 1
-        return Corr.next
-
-
-corr = Corr()
+corr = CorrelationIds(50_000)
 
 
 NODES = []  # every node delivered since the fixture reset the recorder (a node is delivered once)
