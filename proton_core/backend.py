@@ -64,8 +64,17 @@ class Batch:
     #: drain (one entry per distinct key and flush), never one entry per raw sample.  Nodes of a
     #: non-empty sub_path are marked as inside the kernel (hatchet frame type ``in_kernel``).
     #: ``data="trace"`` sessions file them in their tree as well; the Chrome trace has no place
-    #: for them and leaves them out.  A bad metric name fails the flush with one ProtonError line.
+    #: for them and leaves them out (per-unit timelines go in ``kernel_slices``).  A bad metric
+    #: name fails the flush with one ProtonError line.
     kernel_metrics: list = field(default_factory=list)
+    #: Time slices measured inside one kernel launch, for ``data="trace"`` sessions only:
+    #: (epoch, node_id, kernel_name, device_id, launch_id, track, name, start_ns, end_ns), where
+    #: ``launch_id`` is an int the backend gives each launch (unique per backend), ``track`` a string
+    #: naming the unit that ran the slice inside the launch (e.g. ``"CTA 3 (SM 17) warp 2"``) and
+    #: ``name`` the slice's (scope) name; times in the ``time.monotonic_ns()`` clock.  Routed by epoch
+    #: as ``events``; the Chrome trace draws one process per launch with one thread per track.
+    #: A slice of a retired epoch is counted in ``dropped`` with a warning.
+    kernel_slices: list = field(default_factory=list)
 
 
 class Backend:

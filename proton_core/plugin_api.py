@@ -28,7 +28,7 @@ Native scope sources (scopes opened by native code on threads without the GIL)
     :func:`open_sessions`.
 Sinks and lifecycle hooks
     :class:`Profile` with its :class:`Tree` (of :class:`TreeNode`) and
-    :class:`Trace` (of :class:`KernelEvent` and :class:`ScopeEvent`), and the
+    :class:`Trace` (of :class:`KernelEvent`, :class:`ScopeEvent` and :class:`KernelSlice`), and the
     :class:`Session` the lifecycle hooks receive.
 Errors and messages
     :class:`ProtonError` (one actionable line), :class:`BackendUnavailable`,
@@ -41,7 +41,7 @@ from .backend import CAPTURED_AT, NODE_CAPTURED_AT, NODE_CONTEXT, NODE_FRAME, Ba
 from .context import THREAD, ContextSource, capture_frames, internal_paths, is_internal, register_internal_path
 from .contexts.base import BaseContext
 from .data import Profile, Trace, Tree
-from .data.trace import KernelEvent, ScopeEvent
+from .data.trace import KernelEvent, KernelSlice, ScopeEvent
 from .data.tree import Node as TreeNode
 from .errors import BackendUnavailable, PluginError, ProtonError
 from .launch_ops import open_counted_op
@@ -67,7 +67,7 @@ __all__ = [
     "add_cpu_time_at",
     "add_scope_event", "open_sessions", "NATIVE_CONTEXT_CAPSULE",
     # data and sessions
-    "Profile", "Tree", "TreeNode", "Trace", "KernelEvent", "ScopeEvent", "Session",
+    "Profile", "Tree", "TreeNode", "Trace", "KernelEvent", "ScopeEvent", "KernelSlice", "Session",
     # errors and messages
     "ProtonError", "BackendUnavailable", "PluginError", "warn",
 ]

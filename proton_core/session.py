@@ -17,7 +17,7 @@ from .backend import NODE_CAPTURED_AT, NODE_CONTEXT, NODE_FRAME, CAPTURED_AT, co
 from .context import OP, THREAD
 from .contexts.base import CAPTURED
 from .data import Profile, Trace
-from .data.trace import KernelEvent
+from .data.trace import KernelEvent, KernelSlice
 from .errors import BackendUnavailable, ProtonError
 from .phases import Phases
 from .tallies import Tallies
@@ -173,6 +173,16 @@ class Session:
         profile.trace.kernels.append(
             KernelEvent(path, kernel, self.backend_state.device_type, device_id, stream, start, end, launch, tid)
         )
+
+    def add_kernel_slice(self, phase, node_id, kernel, device_id, launch_id, track, name, start, end) -> bool:
+        """File one ``Batch.kernel_slices`` entry (trace sessions); False: its phase was cleared."""
+        profile = self.phases.profile_for(phase)
+        if profile is None:
+            return False
+        path, kernel, _ = self.kernel_path(self.elements(node_id), kernel)
+        profile.trace.kernel_slices.append(KernelSlice(path, kernel, self.backend_state.device_type, device_id,
+                                                       launch_id, track, name, start, end))
+        return True
 
     def add_metrics(self, elements, parsed) -> None:
         path = tuple(name for _, name in elements)
@@ -453,6 +463,8 @@ class Manager:
             for session, phase in epochs.get(epoch, ()):
                 if not session.closed and session.data == "trace":
                     session.add_event(phase, node_id, kernel, device_id, stream, start, end, launch, tid)
+        if batch.kernel_slices:
+            unrouted_inner += _route_kernel_slices(batch.kernel_slices, epochs, late_inner)
         # Everything launched under an earlier epoch has now arrived: retire those epochs.
         for epoch in [e for e in epochs if complete and e < epoch_at_start]:
             del epochs[epoch]
@@ -478,13 +490,14 @@ class Manager:
                          "they are counted in 'dropped' (clear a phase only once it is complete)")
             if late_entries:
                 log.warn(f"session {session.id}: {late_entries} in-kernel metric entries arrived for phases already "
-                         "cleared; they are counted in 'dropped' (clear a phase only once it is complete)")
+                         "cleared (metrics or slices); they are counted in 'dropped' (clear a phase only once it is "
+                         "complete)")
         if unrouted:
             log.warn(f"backend {state.name!r} delivered {unrouted} kernel records after the flush that should have "
                      "held them; they are counted in 'dropped'")
         if unrouted_inner:
             log.warn(f"backend {state.name!r} delivered {unrouted_inner} in-kernel metric entries after the flush "
-                     "that should have held them; they are counted in 'dropped'")
+                     "that should have held them (metrics or slices); they are counted in 'dropped'")
         if batch.dropped:
             log.warn(f"backend {state.name!r} dropped {batch.dropped} activity records; "
                      "their kernels are missing from the profile (see 'dropped' in the profile)")
@@ -689,6 +702,22 @@ def _route_kernel_metrics(state: BackendState, entries, epochs) -> tuple:
                                                                      metrics, parsed):
                 late[session] = late.get(session, 0) + 1
     return unrouted, late, error
+
+
+def _route_kernel_slices(entries, epochs, late: dict) -> int:
+    """``Manager.flush``'s part for ``Batch.kernel_slices``: each slice to the tracing sessions of its epoch.
+    Returns the slices of retired epochs; slices for cleared phases are added to ``late`` per session."""
+    unrouted = 0
+    for epoch, node_id, kernel, device_id, launch_id, track, name, start, end in entries:
+        routes = epochs.get(epoch)
+        if routes is None:
+            unrouted += 1
+            continue
+        for session, phase in routes:
+            if not session.closed and session.data == "trace" and not session.add_kernel_slice(
+                    phase, node_id, kernel, device_id, launch_id, track, name, start, end):
+                late[session] = late.get(session, 0) + 1
+    return unrouted
 
 
 def split_names(value) -> list[str]:

@@ -32,6 +32,7 @@ class Profile:
         if self.trace is not None and other.trace is not None:
             self.trace.kernels += other.trace.kernels
             self.trace.scopes += other.trace.scopes
+            self.trace.kernel_slices += other.trace.kernel_slices
             self.trace.thread_names.update(other.trace.thread_names)
         self.devices = {**self.devices, **other.devices}
         self.dropped += other.dropped

@@ -41,6 +41,8 @@ class SyntheticBackend(Backend):
         #: (epoch, node, kernel, device, sub_path) -> {metric name: summed value (a property: the last)}
         self.kernel_metrics: dict[tuple, dict] = {}
         self.events: list = []
+        self.kernel_slices: list = []  # Batch.kernel_slices, while tracing
+        self.launch_ids = 0
         self.epoch = 0
         self.python_frames = False
         self.trace = False
@@ -73,8 +75,9 @@ class SyntheticBackend(Backend):
             inner = [(*k, tuple(v.items())) for k, v in self.kernel_metrics.items()]
             batch = Batch(nodes=self.new_nodes, records=records, events=self.events, dropped=self.dropped,
                           devices=DEVICES, device_type="CUDA", unobserved_ns=self.unobserved_ns, untimed=self.untimed,
-                          kernel_metrics=inner)
+                          kernel_metrics=inner, kernel_slices=self.kernel_slices)
             self.new_nodes, self.records, self.events, self.dropped = [], {}, [], 0
+            self.kernel_slices = []
             self.kernel_metrics = {}
             self.unobserved_ns = self.untimed = 0
         return batch
@@ -114,7 +117,7 @@ class SyntheticBackend(Backend):
                 else:
                     totals[name] = totals.get(name, 0) + value
 
-    def _record(self, epoch, chain, kernel, duration_ns, device, stream, launch_ns, inner=None):
+    def _record(self, epoch, chain, kernel, duration_ns, device, stream, launch_ns, inner=None, slices=None):
         with self.lock:
             node = self._node(chain)
             stats = self.records.setdefault((epoch, node, kernel, device), [0, 0])
@@ -126,18 +129,25 @@ class SyntheticBackend(Backend):
                 start = time.monotonic_ns()
                 self.events.append((epoch, node, kernel, device, stream, start, start + duration_ns, launch_ns,
                                     threading.get_native_id()))
+                if slices:
+                    self.launch_ids += 1
+                    self.kernel_slices += [(epoch, node, kernel, device, self.launch_ids, track, name, start + s,
+                                            start + e) for track, name, s, e in slices]
 
-    def launch(self, kernel, duration_ns=1000, device=0, stream=7, inner=None):
+    def launch(self, kernel, duration_ns=1000, device=0, stream=7, inner=None, slices=None):
         """One kernel launch from the calling thread.
 
         ``inner``: what was measured inside this launch, ``[(sub_path, metrics), ...]`` with
         ``sub_path`` a tuple of names below the kernel's node (``()``: the kernel node) and
         ``metrics`` a dict or pairs of metric name -> number, e.g.
         ``inner=[(("/src/k.py:42",), {"samples": 3, "stall_wait": 2})]``.
+        ``slices``: time slices inside this launch, ``[(track, name, start_ns, end_ns)]`` relative to the
+        kernel's start, delivered as ``Batch.kernel_slices`` while tracing.
         """
         if self.epoch == 0:
             return
-        self._record(self.epoch, self._chain(), kernel, duration_ns, device, stream, time.monotonic_ns(), inner)
+        self._record(self.epoch, self._chain(), kernel, duration_ns, device, stream, time.monotonic_ns(), inner,
+                     slices)
 
     def sample(self, kernel, inner, device=0):
         """In-kernel metrics of ``kernel`` at the calling thread's context with no kernel record, as a

@@ -36,6 +36,11 @@ DERIVED_HELP = """derived metrics (computed from the profile's raw metrics):
   util                       max(sum_w flops_w / peak_w, bytes / peak_bandwidth) / time, per kernel
   <metric>/%                 percent of the whole profile's <metric> (e.g. time/%, samples/%, stall_wait/%)
 
+intra-kernel scopes (backend="instrumentation"): cycles, scope_calls and warps are per scope node
+  cycles                     cycles of the scope summed over warps and calls (not summed up the tree:
+                             a scope's cycles already cover the scopes nested in it)
+  normalized_cycles          cycles / warps: the scope's average cycles per warp
+
 instruction samples (mode="pcsampling"): samples and stall_<reason> are plain counts, summed
 like time; --lines REGEX lists a kernel's samples per source line"""
 
@@ -138,6 +143,8 @@ class Columns:
             return self._rate(metric, [self.need(metric, "bytes")], PREFIXES[m.group(1)])
         if metric == "util":
             return self._util()
+        if metric == "normalized_cycles":
+            return self._per_warp(metric)
         m = _PERCENT.match(metric)
         if m:
             inner = m.group(1)
@@ -164,6 +171,12 @@ class Columns:
         count = self.need(metric, "count")
         counts = self.table.cols[count] if cpu else self.value(count)  # a scope's own calls for its cpu_time
         return [t * factor / n if n else NAN for t, n in zip(times, counts)]  # n NaN: t / NaN is NaN
+
+    def _per_warp(self, metric):
+        """A node's own cycles over its own warps (both per scope node, never subtree sums)."""
+        cycles = self.table.cols[self.need(metric, "cycles")]
+        warps = self.table.cols[self.need(metric, "warps")]
+        return [c / w if w and w == w else NAN for c, w in zip(cycles, warps)]
 
     def _present_sum(self, keys):
         """Per node, the sum of ``keys`` that have a value there (NaN where none has)."""
@@ -246,6 +259,8 @@ def describe(keys: list[str], kernels_with_lines=()) -> list[str]:
         derived += ["cpu_time/s|ms|us|ns"]
         if has("count"):
             derived.append("avg_cpu_time/s|ms|us|ns")
+    if has("cycles") and has("warps"):
+        derived.append("normalized_cycles")
     if has("samples"):
         derived.append("samples/%")
     derived += [f"{key.split('(')[0].strip()}/%" for key in keys if key.startswith("stall_") and is_inclusive(key)]

@@ -10,6 +10,7 @@ from proton_instrumentation.decode import Interval, decode_launch
 from proton_instrumentation.mode import parse_mode
 
 W, B = 4, 512  # 16 records per warp
+CY, CA, WA, TI = METRIC_NAMES
 GHZ2 = 2_000_000  # kHz: 0.5 ns per cycle
 
 
@@ -33,16 +34,16 @@ def loops(warp):
 def test_one_x_and_four_x_loops():
     res = decoded([{w: loops(w) for w in range(W)}] * 2)
     out = kernel_metrics(res.intervals, [(0, "fast"), (1, "slow")], [], sm_clock_khz=GHZ2)
-    assert out == [(("fast",), (("cycles", 2400), ("scope_calls", 24), ("warps", 8), ("scope_time (ns)", 1200.0))),
-                   (("slow",), (("cycles", 9600), ("scope_calls", 24), ("warps", 8), ("scope_time (ns)", 4800.0)))]
-    fast, slow = (dict(m)["cycles"] for _, m in out)
+    assert out == [(("fast",), ((CY, 2400), (CA, 24), (WA, 8), (TI, 1200.0))),
+                   (("slow",), ((CY, 9600), (CA, 24), (WA, 8), (TI, 4800.0)))]
+    fast, slow = (dict(m)[CY] for _, m in out)
     assert slow / fast == 4
     stats = scope_stats(res.intervals, [(0, "fast"), (1, "slow")], sm_clock_khz=GHZ2)
     assert [s.avg_cycles_per_warp for s in stats] == [300.0, 1200.0]
 
 
 def test_metric_names_are_valid_and_count_is_reserved():
-    assert METRIC_NAMES == ("cycles", "scope_calls", "warps", "scope_time (ns)")
+    assert METRIC_NAMES == ("cycles (exc)", "scope_calls (exc)", "warps (exc)", "scope_time (ns)(exc)")
     assert [metric_name(n).key for n in METRIC_NAMES] == list(METRIC_NAMES)
     with pytest.raises(ProtonError, match="reserved"):
         metric_name("count")
@@ -57,9 +58,9 @@ def test_nested_paths_from_static_tables():
     res = decoded([{0: recs, 3: recs}])
     out = dict(kernel_metrics(res.intervals, NAMES, PARENTS, sm_clock_khz=1_000_000))
     assert list(out) == [("outer",), ("outer", "inner"), ("outer", "inner2")]
-    assert out[("outer",)] == (("cycles", 200), ("scope_calls", 2), ("warps", 2), ("scope_time (ns)", 200.0))
-    assert out[("outer", "inner")] == (("cycles", 80), ("scope_calls", 4), ("warps", 2), ("scope_time (ns)", 80.0))
-    assert out[("outer", "inner2")] == (("cycles", 10), ("scope_calls", 2), ("warps", 2), ("scope_time (ns)", 10.0))
+    assert out[("outer",)] == ((CY, 200), (CA, 2), (WA, 2), (TI, 200.0))
+    assert out[("outer", "inner")] == ((CY, 80), (CA, 4), (WA, 2), (TI, 80.0))
+    assert out[("outer", "inner2")] == ((CY, 10), (CA, 2), (WA, 2), (TI, 10.0))
 
 
 def test_unknown_scope_id_uses_dynamic_parent():
@@ -76,16 +77,16 @@ def test_warp_group_and_cta_folding():
     res = decoded([{w: group_recs(w) for w in range(8)}] * 2, num_warps=8, buffer_bytes=8 * 64)
     names = [(0, "s")]
     per_warp = dict(kernel_metrics(res.intervals, names, granularity="warp", sm_clock_khz=1_000_000))
-    assert per_warp[("s",)][:3] == (("cycles", 2 * (8 * 90 + 8 * 10 + 28)), ("scope_calls", 32), ("warps", 16))
+    assert per_warp[("s",)][:3] == ((CY, 2 * (8 * 90 + 8 * 10 + 28)), (CA, 32), (WA, 16))
     mode = parse_mode("default:granularity=warp_group")
     groups = dict(kernel_metrics(res.intervals, names, granularity=mode.fold_warps, sm_clock_khz=1_000_000))
     # group 0 (warps 0-3): 10..103 and 200..216; group 1 (warps 4-7): 14..107 and 204..224
-    assert groups[("s",)] == (("cycles", 2 * (93 + 16 + 93 + 20)), ("scope_calls", 8), ("warps", 4),
-                              ("scope_time (ns)", 444.0))
+    assert groups[("s",)] == ((CY, 2 * (93 + 16 + 93 + 20)), (CA, 8), (WA, 4),
+                              (TI, 444.0))
     assert fold_intervals(res.intervals, "warp_group")[:2] == [Interval(0, 0, 0, 10, 103, 0, None),
                                                                Interval(0, 0, 0, 200, 216, 0, None)]
     cta = dict(kernel_metrics(res.intervals, names, granularity="cta", sm_clock_khz=1_000_000))
-    assert cta[("s",)][:3] == (("cycles", 2 * (97 + 24)), ("scope_calls", 4), ("warps", 2))
+    assert cta[("s",)][:3] == ((CY, 2 * (97 + 24)), (CA, 4), (WA, 2))
     assert fold_intervals(res.intervals, "cta")[0] == Interval(0, -1, 0, 10, 107, 0, None)
     with pytest.raises(ProtonError, match="granularity 'block' is not valid"):
         fold_intervals(res.intervals, "block")
@@ -115,6 +116,6 @@ def test_metrics_file_under_the_kernel_through_the_core(tmp_path, fake):
     fake.launch("kern", 1000, inner=inner)
     proton.finalize()
     kernel = child(load_profile(tmp_path / "p.hatchet")[0], "kern")
-    assert child(kernel, "slow")["metrics"]["cycles"] == 2 * 4800
-    assert child(kernel, "fast")["metrics"]["scope_calls"] == 24
-    assert child(kernel, "fast")["metrics"]["scope_time (ns)"] == 1200.0
+    assert child(kernel, "slow")["metrics"][CY] == 2 * 4800
+    assert child(kernel, "fast")["metrics"][CA] == 24
+    assert child(kernel, "fast")["metrics"][TI] == 1200.0

@@ -12,7 +12,10 @@ is called ``scope_<id>`` and placed under the scope that dynamically enclosed it
 Metrics per path (all sums, so the core may add them across launches and flushes): ``cycles``
 (summed durations), ``scope_calls`` (intervals; ``count`` is reserved), ``warps`` (distinct units:
 (cta, warp), (cta, group) or cta), ``scope_time (ns)`` (cycles at the rated SM clock, in kHz).
-The average cycles per warp is not summable: :func:`scope_stats` gives it, the viewer derives it.
+All are of kind ``(exc)``: a scope's measured cycles already include those of the scopes nested in
+it, so readers must not add children into parents (docs/decisions.md).
+The average cycles per warp is not summable: :func:`scope_stats` gives it, the viewer derives it
+(``normalized_cycles``).
 
 To check on the GPU: folding by occurrence index assumes every warp of a unit recorded the same
 occurrences (false when a ring wrapped in some warps only, or with data-dependent control flow per
@@ -29,7 +32,7 @@ from proton_core.plugin_api import ProtonError, metric_name
 from .decode import Interval
 from .mode import GRANULARITIES
 
-CYCLES, CALLS, WARPS, TIME = "cycles", "scope_calls", "warps", "scope_time (ns)"
+CYCLES, CALLS, WARPS, TIME = "cycles (exc)", "scope_calls (exc)", "warps (exc)", "scope_time (ns)(exc)"
 METRIC_NAMES = (CYCLES, CALLS, WARPS, TIME)
 
 

@@ -135,6 +135,10 @@ class InstrumentationMode:
         }
         return ":".join([self.name] + [f"{k}={values[k]}" for k in KEYS])
 
+    def __str__(self) -> str:
+        """The canonical string, so the core's mode check (``str(mode)`` starts with ``default``) accepts it."""
+        return self.canonical()
+
     def cache_key(self) -> str:
         """The string for ``knobs.compilation.instrumentation_mode``: Triton's only cache key for this
         (pass arguments are not in the key, DESIGN.md §2), so it encodes every option."""

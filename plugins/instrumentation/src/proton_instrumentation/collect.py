@@ -1,0 +1,117 @@
+"""From copied-back launches to what one flush delivers (aggregated, never one entry per record).
+
+Per launch: decode its buffer with the options the kernel was compiled with, then add into totals
+keyed like the core's routing: ``(epoch, node, kernel, device)`` for the kernel record (count 1, time
+= the in-kernel globaltimer span from the first CTA's entry to the last CTA's final copy: the
+instrumented kernel's own duration) and ``(..., sub_path)`` for the per-scope metrics. With tracing,
+each interval becomes a slice on a track per (launch, CTA, unit), placed at the launch's host time
+plus its offset inside the launch; at most :data:`MAX_SLICES_PER_LAUNCH` per launch, the rest counted.
+
+Every loss is counted in ``dropped`` (records overwritten by a full ring, unpaired records, CTAs with
+no header, launches that could not be decoded) and explained once per kernel and kind with one line.
+"""
+
+from __future__ import annotations
+
+import re
+
+from proton_core.plugin_api import Batch, ProtonError, warn
+
+from .aggregate import kernel_metrics, trace_slices
+from .decode import decode_launch
+
+MAX_SLICES_PER_LAUNCH = 200_000
+
+
+def track_name(cta: int, unit: int, sm: int | None, fold: int | None) -> str:
+    where = f"CTA {cta}" + (f" (SM {sm})" if sm is not None else "")
+    if fold is None:
+        return where
+    if fold == 1:
+        return f"{where} warp {unit}"
+    if fold == 4:
+        return f"{where} warp group {unit}"
+    return f"{where} warps {unit * fold}-{unit * fold + fold - 1}"
+
+
+class Collector:
+    """Totals since the last flush; ``take()`` hands them over as a Batch and starts afresh."""
+
+    def __init__(self, device, trace: bool = False) -> None:
+        self.device = device
+        self.trace = trace
+        self.warned: set = set()
+        self._reset()
+
+    def _reset(self) -> None:
+        self.records: dict[tuple, list] = {}
+        self.metrics: dict[tuple, dict] = {}
+        self.slices: list = []
+        self.dropped = 0
+        self.untimed = 0
+        self.devices: dict[str, dict] = {}
+
+    def warn_once(self, key, line: str) -> None:
+        if key not in self.warned:
+            self.warned.add(key)
+            warn(line)
+
+    def add(self, launch, data) -> None:
+        """Decode one launch's host bytes and add them to the totals."""
+        info, mode = launch.info, launch.info.mode
+        n_cta = launch.nbytes // info.cta_bytes
+        try:
+            result = decode_launch(data, kernel=info.name, num_warps=info.num_warps, cta_bytes=info.cta_bytes,
+                                   segments=mode.segments(info.num_warps), clock_bits=mode.clock_bits, n_cta=n_cta)
+        except ProtonError as exc:
+            self.dropped += 1
+            self.warn_once((info.name, "decode"), f"{exc}; that launch is left out (counted in 'dropped')")
+            return
+        c = result.counters
+        self.dropped += c.overwritten + c.truncated + c.unmatched + c.unclosed + c.missing_ctas
+        for line in result.problems():
+            self.warn_once((info.name, re.sub(r"\d+", "#", line)), line)
+        props = self.device.properties(launch.device)
+        khz = props["sm_clock_khz"]
+        self.devices[str(launch.device)] = props.get("info", {})
+        key = (launch.epoch, launch.node, info.name, launch.device)
+        record = self.records.setdefault(key, [0, 0])
+        span = (max(h.copy_end_ns for h in result.ctas) - min(h.start_ns for h in result.ctas)) if result.ctas else 0
+        record[0] += max(span, 0)
+        record[1] += 1
+        if span <= 0:
+            self.untimed += 1
+        for sub_path, metrics in kernel_metrics(result.intervals, info.names, info.parents,
+                                                granularity=mode.granularity, sm_clock_khz=khz):
+            totals = self.metrics.setdefault(key + (sub_path,), {})
+            for name, value in metrics:
+                totals[name] = totals.get(name, 0) + value
+        if self.trace:
+            self._add_slices(launch, result, khz)
+
+    def _add_slices(self, launch, result, khz) -> None:
+        info, fold = launch.info, launch.info.mode.fold_warps
+        sms = {h.cta: h.sm for h in result.ctas}
+        tracks = trace_slices(result.intervals, info.names, result.ctas, granularity=info.mode.granularity,
+                              sm_clock_khz=khz)
+        total = 0
+        for (cta, unit), slices in sorted(tracks.items()):
+            track = track_name(cta, unit, sms.get(cta), fold)
+            for name, start, end in slices:
+                total += 1
+                if total <= MAX_SLICES_PER_LAUNCH:
+                    self.slices.append((launch.epoch, launch.node, info.name, launch.device, launch.launch_id, track,
+                                        name, launch.launch_ns + start, launch.launch_ns + end))
+        if total > MAX_SLICES_PER_LAUNCH:
+            self.dropped += total - MAX_SLICES_PER_LAUNCH
+            self.warn_once((info.name, "slices"), f"kernel {info.name}: more than {MAX_SLICES_PER_LAUNCH} trace slices "
+                           "in one launch; the rest are left out of the trace (counted in 'dropped')")
+
+    def take(self, nodes) -> Batch:
+        batch = Batch(nodes=nodes, device_type="CUDA", dropped=self.dropped, untimed=self.untimed,
+                      records=[(*k, v[0], v[1]) for k, v in self.records.items()],
+                      kernel_metrics=[(*k, tuple(v.items())) for k, v in self.metrics.items()],
+                      devices={"CUDA": dict(self.devices)} if self.devices else {})
+        batch.kernel_slices = self.slices
+        self._reset()
+        return batch

@@ -1,0 +1,279 @@
+"""The instrumentation backend on a real GPU (Triton 3.6+, torch with CUDA): issue 20's checks.
+
+Run on the GPU machine:
+    python3 -m pytest -q -s -m gpu plugins/instrumentation/tests/test_gpu_instrumentation.py
+(-s shows the overhead line; with $OUT set it is also written to $OUT/instrumentation_overhead.json).
+Skipped elsewhere, with the reason.
+"""
+
+import json
+import logging
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+pytestmark = pytest.mark.gpu
+torch = pytest.importorskip("torch")
+triton = pytest.importorskip("triton")
+import triton.language as tl  # noqa: E402
+import triton.profiler.language as pl  # noqa: E402
+from triton.experimental import gluon  # noqa: E402
+from triton.experimental.gluon import language as gl  # noqa: E402
+
+import proton_core as proton  # noqa: E402
+from proton_core.plugin_api import ProtonError  # noqa: E402
+from proton_core.testing import child, load_profile  # noqa: E402
+from proton_instrumentation import plugin  # noqa: E402
+
+pl.enable_semantic("triton")
+
+CY, CALLS, WARPS, TIME = "cycles (exc)", "scope_calls (exc)", "warps (exc)", "scope_time (ns)(exc)"
+GRID, NUM_WARPS, N = 8, 4, 512
+
+
+@pytest.fixture(autouse=True)
+def _needs_backend():
+    reason = plugin.available()
+    if reason is not None or not torch.cuda.is_available():
+        pytest.skip(reason or "torch sees no CUDA device")
+
+
+@triton.jit
+def two_loops(x, out, n, BLOCK: tl.constexpr):
+    """'one' runs n dependent FMA steps, 'four' 4n: their cycles should be 1:4."""
+    offs = tl.arange(0, BLOCK)
+    acc = tl.load(x + offs)
+    pl.enter_scope("one")
+    for _ in range(n):
+        acc = acc * 1.0001 + 0.5
+    pl.exit_scope("one")
+    pl.enter_scope("four")
+    for _ in range(4 * n):
+        acc = acc * 1.0001 + 0.5
+    pl.exit_scope("four")
+    tl.store(out + tl.program_id(0) * BLOCK + offs, acc)
+
+
+@gluon.jit
+def gluon_nested(x, out, n):
+    acc = gl.load(x)
+    with pl.scope("outer"):
+        for _ in range(n):
+            with pl.scope("inner"):
+                acc = acc * 1.0001 + 0.5
+        with pl.scope("tail"):
+            acc = acc * 0.5
+    gl.store(out + gl.program_id(0), acc)
+
+
+@gluon.jit
+def gluon_exit_only(x, out, n):
+    pl.exit_scope("lonely")
+    gl.store(out + gl.program_id(0), gl.load(x))
+
+
+def buffers():
+    x = torch.ones(128, device="cuda")
+    out = torch.empty(GRID * 128, device="cuda")
+    return x, out
+
+
+def run_two_loops(x, out, n=N):
+    return two_loops[(GRID,)](x, out, n, BLOCK=128, num_warps=NUM_WARPS)
+
+
+def metrics(node):
+    return {k: v for k, v in node["metrics"].items() if k not in ("device_id", "device_type")}
+
+
+def warnings_of(caplog):
+    return [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+
+
+def test_two_scopes_cycle_ratio_is_four(tmp_path, caplog):
+    x, out = buffers()
+    proton.start(str(tmp_path / "p"), backend="instrumentation")
+    with caplog.at_level(logging.WARNING, logger="proton"):
+        with proton.scope("step"):
+            run_two_loops(x, out)
+        torch.cuda.synchronize()
+        proton.finalize()
+    root = load_profile(tmp_path / "p.hatchet")[0]
+    kernel = child(root, "step", "two_loops")
+    one, four = metrics(child(kernel, "one")), metrics(child(kernel, "four"))
+    assert kernel["metrics"]["count"] == 1 and kernel["metrics"]["time (ns)"] > 0
+    # complete records per warp: every warp of every CTA closed each scope exactly once
+    assert one[CALLS] == four[CALLS] == GRID * NUM_WARPS and one[WARPS] == four[WARPS] == GRID * NUM_WARPS
+    assert root["metrics"].get("dropped", 0) == 0 and warnings_of(caplog) == []
+    ratio = four[CY] / one[CY]
+    print(f"\ncycle ratio four/one = {ratio:.3f} (one: {one[CY] / one[WARPS]:.0f} cycles per warp)")
+    assert abs(ratio - 4) <= 0.25 * 4, ratio
+    assert four[TIME] > 0 and abs(four[TIME] / four[CY] - one[TIME] / one[CY]) < 1e-9  # one SM clock
+
+
+def test_gluon_nested_scopes_show_the_nesting(tmp_path):
+    x, out = buffers()
+    proton.start(str(tmp_path / "g"), backend="instrumentation")
+    gluon_nested[(GRID,)](x, out, 16, num_warps=NUM_WARPS)
+    torch.cuda.synchronize()
+    proton.finalize()
+    kernel = child(load_profile(tmp_path / "g.hatchet")[0], "gluon_nested")
+    assert [c["frame"]["name"] for c in kernel["children"]] == ["outer"]
+    outer = child(kernel, "outer")
+    assert sorted(c["frame"]["name"] for c in outer["children"]) == ["inner", "tail"]
+    inner, tail = metrics(child(outer, "inner")), metrics(child(outer, "tail"))
+    assert metrics(outer)[CALLS] == GRID * NUM_WARPS and inner[CALLS] == GRID * NUM_WARPS * 16
+    assert tail[CALLS] == GRID * NUM_WARPS
+    assert metrics(outer)[CY] >= inner[CY] + tail[CY]  # nested scopes fit inside their parent, per warp
+
+
+def test_viewer_shows_cycles_and_normalized_cycles(tmp_path):
+    x, out = buffers()
+    proton.start(str(tmp_path / "v"), backend="instrumentation")
+    run_two_loops(x, out)
+    torch.cuda.synchronize()
+    proton.finalize()
+    proc = subprocess.run([sys.executable, "-m", "proton_core.viewer", "-m", "cycles,normalized_cycles",
+                           str(tmp_path / "v.hatchet")], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    rows = {line.split()[-1]: line.split()[:2] for line in proc.stdout.splitlines() if line.split()[-1:] in
+            (["one"], ["four"])}
+    one, four = (float(rows[name][1]) for name in ("one", "four"))  # normalized_cycles: cycles per warp
+    assert 3.0 <= four / one <= 5.0
+
+
+def test_global_buffer(tmp_path):
+    x, out = buffers()
+    proton.start(str(tmp_path / "p"), backend="instrumentation", mode="default:buffer_type=global:buffer_size=4096")
+    run_two_loops(x, out)
+    torch.cuda.synchronize()
+    proton.finalize()
+    root = load_profile(tmp_path / "p.hatchet")[0]
+    one = metrics(child(root, "two_loops", "one"))
+    assert one[CALLS] == GRID * NUM_WARPS and one[CY] > 0 and root["metrics"].get("dropped", 0) == 0
+
+
+def test_small_buffer_warns_and_keeps_what_fits(tmp_path, caplog):
+    x, out = buffers()
+    proton.start(str(tmp_path / "p"), backend="instrumentation", mode="default:buffer_size=256")  # 8 records/warp
+    with caplog.at_level(logging.WARNING, logger="proton"):
+        gluon_nested[(GRID,)](x, out, 16, num_warps=NUM_WARPS)  # 2 + 32 + 2 records per warp
+        torch.cuda.synchronize()
+        proton.finalize()
+    root = load_profile(tmp_path / "p.hatchet")[0]
+    outer = child(root, "gluon_nested", "outer")
+    assert any("instrumentation buffer too small" in m and "gluon_nested" in m for m in warnings_of(caplog))
+    assert root["metrics"]["dropped"] > 0
+    # the latest 8 records of each warp: inner's last iterations and the tail, all paired
+    assert 0 < metrics(child(outer, "inner"))[CALLS] < GRID * NUM_WARPS * 16
+    assert metrics(child(outer, "tail"))[CALLS] == GRID * NUM_WARPS
+
+
+@pytest.mark.parametrize("granularity, units", [("warp_group", GRID * NUM_WARPS // 4), ("cta", GRID)])
+def test_granularity(tmp_path, granularity, units):
+    x, out = buffers()
+    proton.start(str(tmp_path / "p"), backend="instrumentation", mode=f"default:granularity={granularity}")
+    run_two_loops(x, out)
+    torch.cuda.synchronize()
+    proton.finalize()
+    four = metrics(child(load_profile(tmp_path / "p.hatchet")[0], "two_loops", "four"))
+    assert four[WARPS] == units and four[CALLS] == units and four[CY] > 0
+
+
+def test_cupti_and_instrumentation_sessions_together(tmp_path):
+    pytest.importorskip("proton_cupti")
+    x, out = buffers()
+    run_two_loops(x, out)  # compiled outside both sessions (uninstrumented cache entry)
+    torch.cuda.synchronize()
+    proton.start(str(tmp_path / "times"), backend="cupti")
+    proton.start(str(tmp_path / "cycles"), backend="instrumentation")
+    with proton.scope("step"):
+        for _ in range(3):
+            run_two_loops(x, out)
+    torch.cuda.synchronize()
+    proton.finalize()
+    times = child(load_profile(tmp_path / "times.hatchet")[0], "step", "two_loops")
+    cycles = child(load_profile(tmp_path / "cycles.hatchet")[0], "step", "two_loops")
+    assert times["metrics"]["count"] == 3 and times["metrics"]["time (ns)"] > 0
+    assert metrics(child(cycles, "four"))[CALLS] == 3 * GRID * NUM_WARPS
+
+
+def test_kernel_compiled_before_start_warns_naming_it(tmp_path, caplog):
+    x, out = buffers()
+    held = run_two_loops(x, out)  # the CompiledKernel, loaded without instrumentation
+    torch.cuda.synchronize()
+    proton.start(str(tmp_path / "p"), backend="instrumentation")
+    with caplog.at_level(logging.WARNING, logger="proton"):
+        held[(GRID, 1, 1)](x, out, N, 128)
+        held[(GRID, 1, 1)](x, out, N, 128)
+        torch.cuda.synchronize()
+        proton.finalize()
+    lines = [m for m in warnings_of(caplog) if "loaded before the instrumentation session started" in m]
+    assert len(lines) == 1 and lines[0].startswith("kernel two_loops ")
+
+
+def test_exit_without_enter_is_one_error_naming_the_kernel(tmp_path):
+    x, out = buffers()
+    proton.start(str(tmp_path / "p"), backend="instrumentation")
+    try:
+        with pytest.raises(ProtonError) as err:
+            gluon_exit_only[(1,)](x, out, 1, num_warps=NUM_WARPS)
+        assert str(err.value).startswith("kernel gluon_exit_only: pl.exit_scope('lonely') has no matching")
+    finally:
+        proton.finalize()
+
+
+def test_trace_is_chrome_json_with_per_warp_tracks(tmp_path):
+    x, out = buffers()
+    proton.start(str(tmp_path / "t"), backend="instrumentation", data="trace")
+    run_two_loops(x, out)
+    torch.cuda.synchronize()
+    proton.finalize()
+    doc = json.loads((tmp_path / "t.chrome_trace").read_text())
+    events = doc["traceEvents"]
+    assert all({"ph", "pid", "tid", "name"} <= set(e) for e in events)
+    launch = [e["pid"] for e in events if e["name"] == "process_name" and "two_loops launch" in e["args"]["name"]]
+    assert len(launch) == 1
+    tracks = [e["args"]["name"] for e in events if e["name"] == "thread_name" and e["pid"] == launch[0]]
+    assert len(tracks) == GRID * NUM_WARPS and all(" warp " in t and "(SM " in t for t in tracks)
+    slices = [e for e in events if e.get("cat") == "in_kernel"]
+    assert len(slices) == 2 * GRID * NUM_WARPS and all(e["ph"] == "X" and e["dur"] > 0 for e in slices)
+    per_track = {}
+    for e in slices:
+        per_track.setdefault(e["tid"], []).append(e)
+    for evs in per_track.values():  # 'one' then 'four', not overlapping, 'four' about 4x longer
+        one, four = sorted(evs, key=lambda e: e["ts"])
+        assert (one["name"], four["name"]) == ("one", "four") and one["ts"] + one["dur"] <= four["ts"] + 1e-3
+        assert 2.0 < four["dur"] / one["dur"] < 6.0
+
+
+def _per_launch_seconds(fn, reps=200):
+    fn()
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(reps):
+        fn()
+    torch.cuda.synchronize()
+    return (time.perf_counter() - start) / reps
+
+
+def test_overhead_of_an_instrumented_launch_is_measured(tmp_path):
+    x, out = buffers()
+    base = _per_launch_seconds(lambda: run_two_loops(x, out))
+    proton.start(str(tmp_path / "p"), backend="instrumentation")
+    instrumented = _per_launch_seconds(lambda: run_two_loops(x, out))
+    proton.finalize()
+    calls = metrics(child(load_profile(tmp_path / "p.hatchet")[0], "two_loops", "one"))[CALLS]
+    assert calls == 201 * GRID * NUM_WARPS  # every launch was decoded
+    result = {"uninstrumented_us": base * 1e6, "instrumented_us": instrumented * 1e6,
+              "ratio": instrumented / base, "grid": GRID, "num_warps": NUM_WARPS, "n": N,
+              "device": torch.cuda.get_device_name()}
+    print(f"\ninstrumentation overhead: {result['instrumented_us']:.1f} us vs {result['uninstrumented_us']:.1f} us "
+          f"per launch ({result['ratio']:.2f}x) on {result['device']}")
+    if os.environ.get("OUT"):
+        with open(os.path.join(os.environ["OUT"], "instrumentation_overhead.json"), "w") as f:
+            json.dump(result, f, indent=1)
+    assert instrumented > 0 and base > 0
