@@ -12,6 +12,7 @@ import re
 from types import SimpleNamespace
 
 from instr_buffers import block_bytes, launch as synth_launch
+from proton_instrumentation.buffers import StagingPool, size_class
 from proton_instrumentation.triton_env import TritonEnv
 
 
@@ -60,34 +61,57 @@ class Buffer:
 
 
 class Copy:
-    def __init__(self, data):
-        self.data, self.done = data, True
+    def __init__(self, size, staging, nbytes):
+        self.size, self.staging, self.nbytes, self.done = size, staging, nbytes, True
 
 
 class FakeDevice:
-    """The GPU: ``hold()`` makes later copies stay incomplete until ``complete()``."""
+    """The GPU: ``hold()`` makes later copies stay incomplete until ``complete()``.
+
+    Device scratch per (device, stream) and host staging from the backend's ``StagingPool``, as
+    ``TorchDevice`` does. Reading or releasing a copy that has not completed fails the test: on a GPU
+    its bytes would not be there yet, or the buffer would be reused under the copy."""
 
     def __init__(self, sm_clock_khz=2_000_000):
         self.sm_clock_khz = sm_clock_khz
         self.holding = False
-        self.copies = []
+        self.copies = []  # every copy made
+        self.live = set()  # ids of copies not yet released
+        self.scratch_buffers = {}
+        self.scratch_made = 0
+        self.zeroed = 0
+        self.waits = 0
+        self.queries = 0
+        self.closed = 0
+        self.pool = StagingPool(bytearray)
 
     def current(self):
         return 0
 
-    def alloc_zeroed(self, nbytes, stream):
-        return Buffer(nbytes)
+    def scratch(self, nbytes, stream, device):
+        buffer = self.scratch_buffers.get((device, stream))
+        if buffer is None or len(buffer.bytes) < nbytes:
+            buffer = self.scratch_buffers[(device, stream)] = Buffer(size_class(nbytes))
+            self.scratch_made += 1
+        buffer.bytes[:nbytes] = bytes(nbytes)  # the memset on the stream
+        self.zeroed += 1
+        return buffer
 
-    def copy_to_host(self, buffer, nbytes, stream):
-        copy = Copy(bytes(buffer.bytes[:nbytes]))
+    def copy_to_host(self, buffer, nbytes, stream, device):
+        size, staging = self.pool.get(nbytes)
+        staging[:nbytes] = buffer.bytes[:nbytes]
+        copy = Copy(size, staging, nbytes)
         copy.done = not self.holding
         self.copies.append(copy)
+        self.live.add(id(copy))
         return copy
 
     def ready(self, copy):
+        self.queries += 1
         return copy.done
 
     def wait(self, copy):
+        self.waits += 1
         copy.done = True
 
     def complete(self):
@@ -95,7 +119,20 @@ class FakeDevice:
             c.done = True
 
     def data(self, copy):
-        return memoryview(copy.data)
+        assert copy.done, "a copy was read before it completed"
+        return memoryview(copy.staging)[:copy.nbytes]
+
+    def release(self, copy):
+        assert copy.done, "a staging buffer was released while its copy was in flight"
+        if copy.staging is not None:
+            self.pool.put(copy.size, copy.staging)
+            copy.staging = None
+            self.live.discard(id(copy))
+
+    def close(self):
+        self.closed += 1
+        self.scratch_buffers = {}
+        self.pool.clear()
 
     def properties(self, device):
         return {"sm_clock_khz": self.sm_clock_khz, "max_shared_mem": 232448,

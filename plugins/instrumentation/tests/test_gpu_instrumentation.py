@@ -251,29 +251,90 @@ def test_trace_is_chrome_json_with_per_warp_tracks(tmp_path):
 
 
 def _per_launch_seconds(fn, reps=200):
+    """(host seconds per launch: wall clock of the loop with a final synchronize, device seconds per
+    launch: CUDA events around the same loop)."""
     fn()
     torch.cuda.synchronize()
+    begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     start = time.perf_counter()
+    begin.record()
     for _ in range(reps):
         fn()
+    end.record()
     torch.cuda.synchronize()
-    return (time.perf_counter() - start) / reps
+    host = (time.perf_counter() - start) / reps
+    return host, begin.elapsed_time(end) / 1e3 / reps
 
 
 def test_overhead_of_an_instrumented_launch_is_measured(tmp_path):
     x, out = buffers()
-    base = _per_launch_seconds(lambda: run_two_loops(x, out))
+    base, base_dev = _per_launch_seconds(lambda: run_two_loops(x, out))
     proton.start(str(tmp_path / "p"), backend="instrumentation")
-    instrumented = _per_launch_seconds(lambda: run_two_loops(x, out))
+    instrumented, instrumented_dev = _per_launch_seconds(lambda: run_two_loops(x, out))
     proton.finalize()
     calls = metrics(child(load_profile(tmp_path / "p.hatchet")[0], "two_loops", "one"))[CALLS]
     assert calls == 201 * GRID * NUM_WARPS  # every launch was decoded
     result = {"uninstrumented_us": base * 1e6, "instrumented_us": instrumented * 1e6,
-              "ratio": instrumented / base, "grid": GRID, "num_warps": NUM_WARPS, "n": N,
-              "device": torch.cuda.get_device_name()}
-    print(f"\ninstrumentation overhead: {result['instrumented_us']:.1f} us vs {result['uninstrumented_us']:.1f} us "
-          f"per launch ({result['ratio']:.2f}x) on {result['device']}")
+              "ratio": instrumented / base, "uninstrumented_device_us": base_dev * 1e6,
+              "instrumented_device_us": instrumented_dev * 1e6, "device_ratio": instrumented_dev / base_dev,
+              "grid": GRID, "num_warps": NUM_WARPS, "n": N, "device": torch.cuda.get_device_name()}
+    print(f"\ninstrumentation overhead: host {result['instrumented_us']:.1f} us vs "
+          f"{result['uninstrumented_us']:.1f} us per launch ({result['ratio']:.2f}x), "
+          f"device {result['instrumented_device_us']:.1f} us vs "
+          f"{result['uninstrumented_device_us']:.1f} us ({result['device_ratio']:.2f}x) on {result['device']}")
     if os.environ.get("OUT"):
         with open(os.path.join(os.environ["OUT"], "instrumentation_overhead.json"), "w") as f:
             json.dump(result, f, indent=1)
-    assert instrumented > 0 and base > 0
+    assert instrumented > 0 and base > 0 and instrumented_dev > 0 and base_dev > 0
+
+
+def _rss_bytes() -> int:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def _our_backend():
+    from proton_instrumentation.runtime import LaunchHooks
+
+    return next(c.__self__.backend for c in triton.knobs.runtime.launch_exit_hook.calls
+                if isinstance(getattr(c, "__self__", None), LaunchHooks))
+
+
+def test_a_long_run_keeps_memory_bounded_and_decodes_every_launch(tmp_path):
+    """20 000 launches: outstanding copies, staging buffers and RSS stay bounded while the run goes on
+    (copies are decoded as they complete), and the profile has every launch."""
+    x, out = buffers()
+    launches, warm = 20_000, 2_000
+    proton.start(str(tmp_path / "long"), backend="instrumentation")
+    backend = _our_backend()
+    for _ in range(warm):
+        run_two_loops(x, out, n=8)
+    torch.cuda.synchronize()
+    rss_warm = _rss_bytes()
+    created_warm = backend.device.pool.created
+    most = 0
+    for i in range(launches - warm):
+        run_two_loops(x, out, n=8)
+        if i % 500 == 0:
+            most = max(most, backend.outstanding())
+    torch.cuda.synchronize()
+    rss_end = _rss_bytes()
+    outstanding_end, peak, retired = backend.outstanding(), backend.peak_outstanding, backend.retired
+    created_end = backend.device.pool.created
+    proton.finalize()
+    root = load_profile(tmp_path / "long.hatchet")[0]
+    kernel = child(root, "two_loops")
+    one, four = metrics(child(kernel, "one")), metrics(child(kernel, "four"))
+    print(f"\nlong run: {launches} launches, RSS {rss_warm / 2**20:.0f} -> {rss_end / 2**20:.0f} MiB, peak outstanding "
+          f"{peak}, outstanding at the end {outstanding_end}, staging buffers {created_warm} -> {created_end}, "
+          f"decoded before finalize {retired}")
+    assert kernel["metrics"]["count"] == launches
+    assert one[CALLS] == four[CALLS] == launches * GRID * NUM_WARPS
+    assert root["metrics"].get("dropped", 0) == 0
+    assert peak <= backend.max_copies + 1 and outstanding_end < backend.max_copies
+    assert retired >= launches - backend.max_copies  # decoded during the run, not all at the flush
+    assert created_end - created_warm <= backend.retire_batch  # staging recycled (the old code: one per launch)
+    assert rss_end - rss_warm < 64 << 20, (rss_warm, rss_end)  # 18 000 launches' 66 KB copies would be 2.3 GB

@@ -7,6 +7,9 @@ instrumented kernel's own duration) and ``(..., sub_path)`` for the per-scope me
 each interval becomes a slice on a track per (launch, CTA, unit), placed at the launch's host time
 plus its offset inside the launch; at most :data:`MAX_SLICES_PER_LAUNCH` per launch, the rest counted.
 
+Several launches of one kernel are decoded together by :mod:`.fastpath` when their records are
+regular (the common case), with results identical to the exact per-launch path, which takes the rest.
+
 Every loss is counted in ``dropped`` (records overwritten by a full ring, unpaired records, CTAs with
 no header, launches that could not be decoded) and explained once per kernel and kind with one line.
 """
@@ -17,6 +20,7 @@ import re
 
 from proton_core.plugin_api import Batch, ProtonError, warn
 
+from . import fastpath
 from .aggregate import kernel_metrics, trace_slices
 from .decode import decode_launch
 
@@ -41,6 +45,8 @@ class Collector:
         self.device = device
         self.trace = trace
         self.warned: set = set()
+        self.tables: dict[int, fastpath.KernelTables] = {}  # id(KernelInfo) -> its tables for the fast path
+        self.fast = 0  #: launches the fast path decoded (the rest took the exact path)
         self._reset()
 
     def _reset(self) -> None:
@@ -57,7 +63,7 @@ class Collector:
             warn(line)
 
     def add(self, launch, data) -> None:
-        """Decode one launch's host bytes and add them to the totals."""
+        """Decode one launch's host bytes and add them to the totals (the exact path)."""
         info, mode = launch.info, launch.info.mode
         n_cta = launch.nbytes // info.cta_bytes
         try:
@@ -71,23 +77,68 @@ class Collector:
         self.dropped += c.overwritten + c.truncated + c.unmatched + c.unclosed + c.missing_ctas
         for line in result.problems():
             self.warn_once((info.name, re.sub(r"\d+", "#", line)), line)
-        props = self.device.properties(launch.device)
-        khz = props["sm_clock_khz"]
-        self.devices[str(launch.device)] = props.get("info", {})
-        key = (launch.epoch, launch.node, info.name, launch.device)
-        record = self.records.setdefault(key, [0, 0])
         span = (max(h.copy_end_ns for h in result.ctas) - min(h.start_ns for h in result.ctas)) if result.ctas else 0
+        key, khz = self._add_record(launch, span)
+        self._add_metrics(key, kernel_metrics(result.intervals, info.names, info.parents,
+                                              granularity=mode.granularity, sm_clock_khz=khz))
+        if self.trace:
+            self._add_slices(launch, result, khz)
+
+    def add_many(self, items) -> None:
+        """``[(launch, data)]`` in launch order: the same totals as :meth:`add` one by one.
+
+        Launches of one kernel go through :func:`.fastpath.aggregate` together when there are
+        several and no trace is kept; whatever it declines takes the exact path."""
+        if self.trace or fastpath.np is None or len(items) < 2:
+            for launch, data in items:
+                self.add(launch, data)
+            return
+        groups: dict[int, list[int]] = {}
+        for i, (launch, _) in enumerate(items):
+            groups.setdefault(id(launch.info), []).append(i)
+        results: list = [None] * len(items)
+        for idx in groups.values():
+            if len(idx) < 2:
+                continue
+            info = items[idx[0]][0].info
+            tables = self.tables.get(id(info))
+            if tables is None or tables.info is not info:
+                tables = self.tables[id(info)] = fastpath.KernelTables(info)
+            out = fastpath.aggregate([items[i] for i in idx], tables, self._khz)
+            if out is not None:
+                for i, r in zip(idx, out):
+                    results[i] = r
+        for (launch, data), r in zip(items, results):
+            if r is None:
+                self.add(launch, data)
+            else:
+                key, _ = self._add_record(launch, r[0])
+                self._add_metrics(key, r[1])
+        self.fast += sum(r is not None for r in results)
+
+    def _khz(self, launch):
+        return self.device.properties(launch.device)["sm_clock_khz"]
+
+    def _add_record(self, launch, span):
+        props = self.device.properties(launch.device)
+        self.devices[str(launch.device)] = props.get("info", {})
+        key = (launch.epoch, launch.node, launch.info.name, launch.device)
+        record = self.records.get(key)
+        if record is None:
+            record = self.records[key] = [0, 0]
         record[0] += max(span, 0)
         record[1] += 1
         if span <= 0:
             self.untimed += 1
-        for sub_path, metrics in kernel_metrics(result.intervals, info.names, info.parents,
-                                                granularity=mode.granularity, sm_clock_khz=khz):
-            totals = self.metrics.setdefault(key + (sub_path,), {})
+        return key, props["sm_clock_khz"]
+
+    def _add_metrics(self, key, entries) -> None:
+        for sub_path, metrics in entries:
+            totals = self.metrics.get(key + (sub_path,))
+            if totals is None:
+                totals = self.metrics[key + (sub_path,)] = {}
             for name, value in metrics:
                 totals[name] = totals.get(name, 0) + value
-        if self.trace:
-            self._add_slices(launch, result, khz)
 
     def _add_slices(self, launch, result, khz) -> None:
         info, fold = launch.info, launch.info.mode.fold_warps

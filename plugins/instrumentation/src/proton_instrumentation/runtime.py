@@ -3,37 +3,35 @@
 Per instrumented launch, in this order on the launching thread (DESIGN.md §2): our allocator hands
 the launcher a zeroed buffer; the enter hook takes it, with the kernel's :class:`~.registry.KernelInfo`,
 the epoch, the calling thread's context node and the host time; the kernel runs; the exit hook
-queues an asynchronous device-to-host copy on the launch's stream plus an event. The buffer is read
-only at flush/drain, when its event completed: no launch waits for the device.
+queues an asynchronous device-to-host copy on the launch's stream plus an event (the backend's
+``submit``, which also retires the oldest copies that completed: see :mod:`.backend`). No launch
+waits for the device unless more copies are outstanding than the backend's bound.
 
 A launch with no buffer whose kernel our load hook never saw was loaded before the session started
 (a held ``CompiledKernel``, a warmup): its scopes record nothing, and we say so once per kernel.
+
+This is the launch path: no logging, no per-launch dicts, one small object per launch.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass
 
-from .buffers import Pending
 from .registry import REGISTRY, KernelInfo
 
 
-@dataclass
 class Launch:
-    info: KernelInfo
-    epoch: int
-    node: int
-    device: int
-    pending: Pending
-    launch_ns: int
-    launch_id: int = 0
-    copy: object = None
+    """One instrumented launch, from its enter hook until its copy was decoded."""
 
-    @property
-    def nbytes(self) -> int:
-        return self.pending.nbytes
+    __slots__ = ("info", "epoch", "node", "device", "buffer", "nbytes", "stream", "launch_ns", "launch_id", "copy")
+
+    def __init__(self, info: KernelInfo, epoch: int, node: int, device: int, buffer, nbytes: int, stream,
+                 launch_ns: int) -> None:
+        self.info, self.epoch, self.node, self.device = info, epoch, node, device
+        self.buffer, self.nbytes, self.stream, self.launch_ns = buffer, nbytes, stream, launch_ns
+        self.launch_id = 0
+        self.copy = None
 
 
 def _launch_data(meta) -> dict:
@@ -48,28 +46,32 @@ class LaunchHooks:
     def __init__(self, backend) -> None:
         self.backend = backend
         self.local = threading.local()
+        self.kernels = REGISTRY.kernels
 
     def enter(self, meta) -> None:
         backend = self.backend
         pending = backend.allocator.take()
         data = _launch_data(meta)
         function = data.get("function")
-        info = REGISTRY.get(function)
+        info = self.kernels.get(function)
         if pending is None:
             if backend.epoch and info is None and function:
                 backend.note_not_instrumented(data.get("name") or "?")
             return
-        if not backend.epoch:
+        epoch = backend.epoch
+        if not epoch:
             return  # no session listens: the kernel still needs its buffer, nobody reads it
         if info is None or not info.instrumented:
             backend.note_skipped(info, data.get("name") or "?")
             return
-        self.local.launch = Launch(info, backend.epoch, backend.node_here(), backend.device.current(), pending,
+        buffer, nbytes, stream, device = pending
+        self.local.launch = Launch(info, epoch, backend.node_here(), device, buffer, nbytes, stream,
                                    time.monotonic_ns())
 
     def exit(self, meta) -> None:
-        launch = getattr(self.local, "launch", None)
+        local = self.local
+        launch = getattr(local, "launch", None)
         if launch is None:
             return
-        self.local.launch = None
+        local.launch = None
         self.backend.submit(launch)
