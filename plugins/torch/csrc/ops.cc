@@ -239,6 +239,9 @@ struct PairHash {
   }
 };
 
+struct ThreadState;
+thread_local ThreadState* t_fast __attribute__((tls_model("initial-exec"))) = nullptr;  // see state()
+
 struct ThreadState {
   std::vector<Frame> frames;
   std::unique_ptr<CacheSlot[]> cache;
@@ -251,6 +254,7 @@ struct ThreadState {
 
   ThreadState() { frames.reserve(64); }
   ~ThreadState() {
+    t_fast = nullptr;
     if (ring != nullptr) {
       std::lock_guard<std::mutex> g(g_rings_mu);
       auto it = g_rings.find(rf_tid);
@@ -259,7 +263,21 @@ struct ThreadState {
     }
   }
 };
-thread_local ThreadState t_state;
+// The calling thread's state, reached through one initial-exec TLS pointer (a plain load, where a
+// dynamic TLS variable of a dlopen'ed module costs a __tls_get_addr call per access: two to four per
+// record); the owner frees it when the thread ends.
+thread_local std::unique_ptr<ThreadState> t_owner;
+
+__attribute__((noinline)) ThreadState& make_state() {
+  t_owner.reset(new ThreadState());
+  t_fast = t_owner.get();
+  return *t_fast;
+}
+
+inline ThreadState& state() {
+  ThreadState* s = t_fast;
+  return __builtin_expect(s != nullptr, 1) ? *s : make_state();
+}
 
 uint64_t rf_thread(ThreadState& ts) {
   if (ts.rf_tid == 0) ts.rf_tid = at::RecordFunction::currentThreadId();
@@ -295,6 +313,16 @@ uint64_t hash_bytes(const char* s, size_t n) {
   return h;
 }
 
+// Equal C strings; inline: the names compared are short and usually differ within a few bytes.
+inline bool streq(const char* a, const char* b) {
+  while (*a == *b) {
+    if (*a == '\0') return true;
+    ++a;
+    ++b;
+  }
+  return false;
+}
+
 // The id of (parent, name): the thread's cache (no lock, no allocation), else the shared table.
 // ``key`` is the name's address for names that outlive the call (operator schemas), else a hash of it:
 // either way a hit is checked against the entry's own copy of the name.
@@ -309,6 +337,16 @@ uint64_t lookup(ThreadState& ts, uint64_t parent, const char* name, size_t len, 
   uint64_t id = intern(parent, name, len, 0, &stable, true, kind);
   slot = CacheSlot{parent, key, stable, id};
   return id;
+}
+
+// lookup() for an operator's own name, keyed by its address: a hit costs one comparison of the name
+// with the entry's copy (the address may be reused for another name once a record's storage is freed).
+inline uint64_t lookup_operator(ThreadState& ts, uint64_t parent, const char* name) {
+  if (ts.cache) {
+    const CacheSlot& slot = ts.cache[mix(parent, uintptr_t(name)) & (kCacheSlots - 1)];
+    if (slot.id != 0 && slot.parent == parent && slot.key == uintptr_t(name) && streq(slot.name, name)) return slot.id;
+  }
+  return lookup(ts, parent, name, std::strlen(name), uintptr_t(name));
 }
 
 uint64_t lookup_link(ThreadState& ts, uint64_t base, uint64_t forward, bool known) {
@@ -429,8 +467,9 @@ void enter_backward(ThreadState& ts, const at::RecordFunction& rf, const char* n
 
 // "aten::detach" directly inside "aten::detach", or "detach" (autograd's own record of it) inside it.
 bool same_operator(const char* outer, const char* inner) {
-  if (outer == inner || std::strcmp(outer, inner) == 0) return true;
-  return std::strncmp(outer, "aten::", 6) == 0 && std::strcmp(outer + 6, inner) == 0;
+  if (outer == inner || streq(outer, inner)) return true;
+  return outer[0] == 'a' && outer[1] == 't' && outer[2] == 'e' && outer[3] == 'n' && outer[4] == ':' &&
+         outer[5] == ':' && streq(outer + 6, inner);
 }
 
 // Records that only wrap the operator inside them: not shown.
@@ -448,7 +487,7 @@ bool transparent(const char* name) {
 std::unique_ptr<at::ObserverContext> on_enter(const at::RecordFunction& rf) {
   if (!g_on.load(std::memory_order_relaxed)) return nullptr;
   try {
-    ThreadState& ts = t_state;
+    ThreadState& ts = state();
     const char* name = rf.name();
     if (name == nullptr || name[0] == '\0') name = "<unnamed>";
     uint64_t cur = current(ts);
@@ -456,7 +495,7 @@ std::unique_ptr<at::ObserverContext> on_enter(const at::RecordFunction& rf) {
       enter_backward(ts, rf, name, cur);
       return nullptr;
     }
-    if (name[0] == 'a' && starts_with(name, kEnginePrefix, sizeof kEnginePrefix - 1)) {
+    if (name[0] == 'a' && name[1] == 'u' && starts_with(name, kEnginePrefix, sizeof kEnginePrefix - 1)) {
       push(ts, rf, name, cur, cur, kEngine, false);
       return nullptr;
     }
@@ -482,7 +521,7 @@ std::unique_ptr<at::ObserverContext> on_enter(const at::RecordFunction& rf) {
       append_shapes(buf, rf);
       ctx = lookup(ts, cur, buf.data(), buf.size(), uintptr_t(hash_bytes(buf.data(), buf.size())));
     } else {
-      ctx = lookup(ts, cur, name, std::strlen(name), uintptr_t(name));
+      ctx = lookup_operator(ts, cur, name);
     }
     int64_t seq = rf.seqNr();
     if (seq >= 0) {
@@ -519,7 +558,7 @@ void pop_to(ThreadState& ts, size_t index) {
 }
 
 void on_exit(const at::RecordFunction& rf, at::ObserverContext*) {
-  ThreadState& ts = t_state;
+  ThreadState& ts = state();
   auto& frames = ts.frames;
   size_t i = frames.size();
   while (i > 0 && frames[i - 1].rf != &rf) --i;
@@ -787,7 +826,7 @@ PyObject* py_module_pre_hook(PyObject*, PyObject* const* args, Py_ssize_t nargs)
   int on = any ? PyObject_IsTrue(any) : -1;
   Py_XDECREF(any);
   PyObject* name = on > 0 ? module_name(t_modules.empty() ? nullptr : t_modules.back().module, module) : nullptr;
-  ThreadState& ts = t_state;
+  ThreadState& ts = state();
   uint64_t id = 0;
   ModuleKind kind = kNoScope;
   if (name != nullptr && !ts.frames.empty() && g_on.load(std::memory_order_relaxed)) {
@@ -818,7 +857,7 @@ PyObject* py_module_post_hook(PyObject*, PyObject* const* args, Py_ssize_t nargs
   t_modules.pop_back();
   Py_DECREF(f.module);  // the caller holds its own reference: still alive here
   if (f.kind == kOwnFrame) {
-    ThreadState& ts = t_state;
+    ThreadState& ts = state();
     auto& frames = ts.frames;
     size_t i = frames.size();
     while (i > 0 && !(frames[i - 1].kind == kModule && frames[i - 1].ctx == f.ctx)) --i;
@@ -951,7 +990,7 @@ PyObject* py_intern(PyObject*, PyObject* args) {
 
 // Around the autograd engine's call (Python): the calling thread's context, for autograd's own threads.
 PyObject* py_backward_enter(PyObject*, PyObject*) {
-  ThreadState& ts = t_state;
+  ThreadState& ts = state();
   uint64_t tid = rf_thread(ts);
   uint64_t value = current(ts) + 1;
   uint64_t prev = 0;
@@ -972,7 +1011,7 @@ PyObject* py_backward_enter(PyObject*, PyObject*) {
 PyObject* py_backward_exit(PyObject*, PyObject* arg) {
   uint64_t prev = PyLong_AsUnsignedLongLong(arg);
   if (PyErr_Occurred()) return nullptr;
-  ThreadState& ts = t_state;
+  ThreadState& ts = state();
   uint64_t tid = rf_thread(ts);
   std::lock_guard<std::mutex> g(g_calls_mu);
   auto it = g_calls.find(tid);
@@ -986,7 +1025,7 @@ PyObject* py_backward_exit(PyObject*, PyObject* arg) {
   Py_RETURN_NONE;
 }
 
-PyObject* py_current(PyObject*, PyObject*) { return PyLong_FromUnsignedLongLong(current(t_state)); }
+PyObject* py_current(PyObject*, PyObject*) { return PyLong_FromUnsignedLongLong(current(state())); }
 
 PyObject* py_take_events(PyObject*, PyObject*) {
   std::vector<Event> events;
@@ -1021,7 +1060,7 @@ PyObject* py_stats(PyObject*, PyObject*) {
                        (unsigned long long)g_unlinked.load(), "misnested", (unsigned long long)g_misnested.load(),
                        "callback_errors", (unsigned long long)g_callback_errors.load(), "dropped_events",
                        (unsigned long long)g_dropped_events.load(), "open_frames_this_thread",
-                       Py_ssize_t(t_state.frames.size()));
+                       Py_ssize_t(state().frames.size()));
 }
 
 PyObject* py_reset_stats(PyObject*, PyObject*) {
