@@ -22,8 +22,11 @@ struct FrameMemo {
 };
 
 // What the hot path needs about the calling thread, without any lookup.
+// The calling thread's core context id (set_context), alone in initial-exec TLS: the torch and nvtx
+// plugins set and read it around every operator and range, and a plain %fs load is all that costs.
+thread_local uint64_t tls_ctx __attribute__((tls_model("initial-exec"))) = 0;
+
 struct ThreadState {
-  uint64_t ctx = 0;          // core context id, from set_context
   uint64_t cached_ctx = ~0ull;
   uint32_t cached_node = 0;  // trie node of cached_ctx (python frames off)
   uint32_t cached_gen = 0;   // trie generation the cache belongs to
@@ -73,8 +76,8 @@ Recorder::Recorder() : slots_(new Slot[kSlots]) {
   for (uint32_t i = 0; i < kSlots; ++i) slots_[i].corr.store(0, std::memory_order_relaxed);
 }
 
-void Recorder::set_context(uint64_t ctx) { tls.ctx = ctx; }
-uint64_t Recorder::context() { return tls.ctx; }
+void Recorder::set_context(uint64_t ctx) { tls_ctx = ctx; }
+uint64_t Recorder::context() { return tls_ctx; }
 
 void Recorder::reset() {
   std::lock_guard<std::mutex> t(trie_mu_);
@@ -162,11 +165,11 @@ uint32_t Recorder::current_node() {
   ThreadState& t = tls;
   uint32_t gen = generation_.load(std::memory_order_acquire);
   if (!python_frames_.load(std::memory_order_relaxed)) {
-    if (t.cached_gen == gen && t.cached_ctx == t.ctx) return t.cached_node;
+    if (t.cached_gen == gen && t.cached_ctx == tls_ctx) return t.cached_node;
     std::lock_guard<std::mutex> g(trie_mu_);
-    uint32_t node = intern_locked(0, kNodeContext, t.ctx);
+    uint32_t node = intern_locked(0, kNodeContext, tls_ctx);
     t.cached_gen = gen;
-    t.cached_ctx = t.ctx;
+    t.cached_ctx = tls_ctx;
     t.cached_node = node;
     return node;
   }
@@ -192,7 +195,7 @@ uint32_t Recorder::raw_frames_node(uint32_t gen) {
   while (same < limit && t.stack[same].code == frames[n - 1 - same].code &&
          t.stack[same].lasti == frames[n - 1 - same].lasti)
     ++same;
-  if (same == size_t(n) && same == t.stack.size() && t.leaf_ctx == t.ctx) return t.leaf_node;
+  if (same == size_t(n) && same == t.stack.size() && t.leaf_ctx == tls_ctx) return t.leaf_node;
 
   std::unique_lock<std::mutex> lock(trie_mu_);
   // Code objects seen for the first time are referenced and classified, which
@@ -217,10 +220,10 @@ uint32_t Recorder::raw_frames_node(uint32_t gen) {
       parent = intern_locked(parent, kNodeFrame, (uint64_t(idx) << 32) | kLastiBit | uint32_t(frames[i].lasti));
     t.stack.push_back(FrameMemo{frames[i].code, frames[i].lasti, parent});
   }
-  t.leaf_node = intern_locked(parent, kNodeContext, t.ctx);
+  t.leaf_node = intern_locked(parent, kNodeContext, tls_ctx);
   lock.unlock();
   if (take) PyGILState_Release(gil);
-  t.leaf_ctx = t.ctx;
+  t.leaf_ctx = tls_ctx;
   return t.leaf_node;
 }
 
@@ -256,7 +259,7 @@ uint32_t Recorder::locked_frames_node() {
       if (codes_[idx].internal) continue;
       parent = intern_locked(parent, kNodeFrame, (uint64_t(idx) << 32) | uint32_t(lines[i]));
     }
-    parent = intern_locked(parent, kNodeContext, t.ctx);
+    parent = intern_locked(parent, kNodeContext, tls_ctx);
   }
   for (int i = 0; i < n; ++i) Py_DECREF(codes[i]);
   if (python_thread && !held) PyGILState_Release(gil);

@@ -12,7 +12,7 @@ import re
 from types import SimpleNamespace
 
 from instr_buffers import block_bytes, launch as synth_launch
-from proton_instrumentation.buffers import StagingPool, size_class
+from proton_instrumentation.buffers import StagingPool
 from proton_instrumentation.triton_env import TritonEnv
 
 
@@ -56,9 +56,6 @@ class Buffer:
     def __init__(self, nbytes):
         self.bytes = bytearray(nbytes)
 
-    def data_ptr(self):
-        return id(self.bytes)
-
 
 class Copy:
     def __init__(self, size, staging, nbytes):
@@ -68,43 +65,62 @@ class Copy:
 class FakeDevice:
     """The GPU: ``hold()`` makes later copies stay incomplete until ``complete()``.
 
-    Device scratch per (device, stream) and host staging from the backend's ``StagingPool``, as
-    ``TorchDevice`` does. Reading or releasing a copy that has not completed fails the test: on a GPU
-    its bytes would not be there yet, or the buffer would be reused under the copy."""
+    Arenas are byte arrays at made-up addresses; every device operation (a kernel writing its slot,
+    a region's copy, its memset) happens at once, in call order: the order of one stream. A kernel
+    may only write a slot that is all zero (else the arena handed out a region that was not zeroed
+    since its last use); lost records show in the tests' exact totals. Reading or releasing a copy that has not completed fails the
+    test: on a GPU its bytes would not be there yet, or the buffer would be reused under the copy.
+    ``ops`` logs ``(op, stream, start, nbytes)`` for copies and memsets."""
+
+    ARENA_STRIDE = 1 << 40
 
     def __init__(self, sm_clock_khz=2_000_000):
         self.sm_clock_khz = sm_clock_khz
         self.holding = False
         self.copies = []  # every copy made
         self.live = set()  # ids of copies not yet released
-        self.scratch_buffers = {}
-        self.scratch_made = 0
+        self.regions = {}  # base address -> Buffer of every arena made
+        self.arenas_made = 0
         self.zeroed = 0
+        self.writes = 0  # kernels that wrote a slot
         self.waits = 0
         self.queries = 0
         self.closed = 0
+        self.ops = []
         self.pool = StagingPool(bytearray)
 
     def current(self):
         return 0
 
-    def scratch(self, nbytes, stream, device):
-        buffer = self.scratch_buffers.get((device, stream))
-        if buffer is None or len(buffer.bytes) < nbytes:
-            buffer = self.scratch_buffers[(device, stream)] = Buffer(size_class(nbytes))
-            self.scratch_made += 1
-        buffer.bytes[:nbytes] = bytes(nbytes)  # the memset on the stream
-        self.zeroed += 1
-        return buffer
+    def arena(self, nbytes, stream, device):
+        self.arenas_made += 1
+        base = self.ARENA_STRIDE * self.arenas_made
+        buffer = self.regions[base] = Buffer(nbytes)
+        return buffer, base
 
-    def copy_to_host(self, buffer, nbytes, stream, device):
+    def write(self, address, data):
+        """A kernel writes its slot at ``address``."""
+        base = address - address % self.ARENA_STRIDE
+        buffer, off = self.regions[base], address - base
+        assert off + len(data) <= len(buffer.bytes), "a slot runs past its arena"
+        assert not any(buffer.bytes[off:off + len(data)]), "a kernel got a slot that was not zeroed"
+        buffer.bytes[off:off + len(data)] = data
+        self.writes += 1
+
+    def copy_region(self, handle, start, nbytes, stream, device):
         size, staging = self.pool.get(nbytes)
-        staging[:nbytes] = buffer.bytes[:nbytes]
+        staging[:nbytes] = handle.bytes[start:start + nbytes]
         copy = Copy(size, staging, nbytes)
         copy.done = not self.holding
         self.copies.append(copy)
         self.live.add(id(copy))
+        self.ops.append(("copy", stream, start, nbytes))
         return copy
+
+    def zero_region(self, handle, start, nbytes, stream, device):
+        handle.bytes[start:start + nbytes] = bytes(nbytes)
+        self.zeroed += 1
+        self.ops.append(("zero", stream, start, nbytes))
 
     def ready(self, copy):
         self.queries += 1
@@ -131,7 +147,6 @@ class FakeDevice:
 
     def close(self):
         self.closed += 1
-        self.scratch_buffers = {}
         self.pool.clear()
 
     def properties(self, device):
@@ -230,13 +245,14 @@ class FakeTriton:
         compiled = self.compile(target) if isinstance(target, Kernel) else target
         self._load(compiled)
         k = compiled.kernel
-        buffer = None
+        address = None
         if compiled.cta_bytes:
-            buffer = self.allocation._profile_allocator(len(ctas) * compiled.cta_bytes, 128, stream)
+            address = self.allocation._profile_allocator(len(ctas) * compiled.cta_bytes, 128, stream)
+            assert isinstance(address, int)  # Triton's launcher takes an int as the device address
         meta = LazyDict({"name": k.name, "function": compiled.function, "stream": stream})
         self.runtime.launch_enter_hook(meta)
-        if buffer is not None:
+        if address is not None:
             data = synth_launch(ctas, num_warps=k.num_warps, buffer_bytes=compiled.buffer_bytes, **kw)
-            buffer.bytes[:len(data)] = data
+            self.device.write(address, data)
         self.runtime.launch_exit_hook(meta)
         return compiled

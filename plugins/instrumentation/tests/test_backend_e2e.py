@@ -242,14 +242,16 @@ def test_drain_delivers_only_completed_copies_and_flush_waits(ftriton):
         backend.set_epoch(3)
         backend.set_context(77)
         ftriton.launch(NESTED, ctas(1))
-        ftriton.device.holding = True
-        ftriton.launch(NESTED, ctas(1))
-        first = backend.drain()  # the periodic writer's poll: only what the device finished
+        first = backend.drain()  # the periodic writer's poll: copies the arena out; this copy completes at once
         assert first.nodes == [(1, 0, 0, 77)] and first.records == [(3, 1, "kern", 0, 6000, 1)]
         assert {k[4] for k in first.kernel_metrics} == {("outer",), ("outer", "inner")}
-        assert backend.drain().records == [] and len(backend.queue) == 1
+        ftriton.device.holding = True
+        ftriton.launch(NESTED, ctas(1))
+        assert backend.drain().records == []  # copied out, not complete: not read
+        assert len(backend.allocator.batches) == 1 and backend.outstanding() == 1
+        assert backend.drain().records == [] and len(ftriton.device.copies) == 2  # nothing new to copy
         second = backend.flush()  # waits for the copy
-        assert second.records == [(3, 1, "kern", 0, 6000, 1)] and second.nodes == [] and not backend.queue
+        assert second.records == [(3, 1, "kern", 0, 6000, 1)] and second.nodes == [] and backend.outstanding() == 0
     finally:
         backend.stop()
     assert installation.users() == 0

@@ -1,19 +1,22 @@
 """The ``instrumentation`` backend: cycles per intra-kernel scope, from Triton's own proton passes.
 
 The core sees an ordinary :class:`~proton_core.plugin_api.Backend`. ``start`` installs everything in
-Triton (:mod:`.installation`), ``stop`` restores it. Per launch the hooks of :mod:`.runtime` queue an
-asynchronous copy of the profile buffer (:meth:`InstrumentationBackend.submit`).
+Triton (:mod:`.installation`), ``stop`` restores it. Per launch the hooks of :mod:`.runtime` take a
+slot of the launching thread's device arena and commit the launch to the arena's next batch
+(:meth:`InstrumentationBackend.submit`); nothing is done on the device per launch. A batch (all the
+launches of an arena since its last batch) goes back in one copy, one event and one memset
+(:mod:`.buffers`) when the arena is full, after ``max_batch`` launches, or at drain/flush.
 
-Copies are retired oldest first, as they complete, into the collector's pending totals
-(:mod:`.collect`), which frees their staging buffers for the next launches:
+Batches are retired oldest first, as their copies complete, into the collector's pending totals
+(:mod:`.collect`), which frees their staging buffers:
 
-- at a launch's exit, once :attr:`~InstrumentationBackend.retire_batch` copies are outstanding and the
-  newest of those completed (one non-blocking event query), every completed copy from the oldest
-  on is decoded in one batch (:mod:`.fastpath` decodes a batch of one kernel at once);
-- back-pressure: past :attr:`~InstrumentationBackend.max_copies` outstanding copies or
-  :attr:`~InstrumentationBackend.max_bytes` outstanding bytes, the launching thread waits for the
-  oldest batch, so memory never grows with the length of a run;
-- ``drain`` (the periodic poll) retires what completed, ``flush`` waits for everything.
+- whenever a launching thread issues a batch, every batch whose copy completed (non-blocking event
+  queries) is decoded; :mod:`.fastpath` decodes the launches of one kernel in a batch at once;
+- back-pressure: past :attr:`~InstrumentationBackend.max_batches` queued batches or
+  :attr:`~InstrumentationBackend.max_bytes` queued bytes, the issuing thread waits for the oldest,
+  so memory never grows with the length of a run;
+- ``drain`` (the periodic poll) issues every arena's committed launches, so the next poll sees them,
+  and retires what completed; ``flush`` issues and waits for everything.
 
 A copy that has not completed is never read. Launches are tagged with the epoch and the
 launching thread's context node when they enter, so a flush routes them as the core routes any
@@ -27,7 +30,6 @@ from __future__ import annotations
 
 import os
 import threading
-from collections import deque
 
 from proton_core.plugin_api import NODE_CONTEXT, NODE_FRAME, Backend, capture_frames, register_internal_path
 
@@ -40,39 +42,33 @@ from .runtime import LaunchHooks
 
 register_internal_path(os.path.dirname(os.path.abspath(__file__)) + os.sep)
 
-#: Outstanding copies (queued, not yet decoded) past which a launch waits for the oldest ones.
-MAX_OUTSTANDING_COPIES = 1024
-#: Outstanding copied bytes past which a launch waits for the oldest ones (the newest copy always stays).
+#: Issued batches (copied back or on the way, not yet decoded) past which the issuing thread waits.
+MAX_QUEUED_BATCHES = 32
+#: Queued batch bytes past which the issuing thread waits for the oldest (the newest batch always stays).
 MAX_OUTSTANDING_BYTES = 128 << 20
-#: Completed copies are decoded in batches of about this many.
-RETIRE_BATCH = 64
 
 
 class InstrumentationBackend(Backend):
     device_type = "CUDA"
     env_factory = staticmethod(triton_env.load)
     device_factory = buffers.TorchDevice
-    max_copies = MAX_OUTSTANDING_COPIES
+    max_batches = MAX_QUEUED_BATCHES
     max_bytes = MAX_OUTSTANDING_BYTES
-    retire_batch = RETIRE_BATCH
 
     def __init__(self) -> None:
         self.env = type(self).env_factory()
         self.device = type(self).device_factory()
         self.allocator = buffers.ProfileAllocator(self.device)
+        self.allocator.on_issue = self._after_issue
         self.hooks = LaunchHooks(self)
         self.collector = Collector(self.device)
         self.lock = threading.Lock()
         self.local = threading.local()
         self.epoch = 0
         self.python_frames = False
-        self.queue: deque = deque()
-        self.queued_bytes = 0
         self.trie: dict[tuple, int] = {}
         self.new_nodes: list = []
-        self.launches = 0
-        self.retired = 0  #: launches whose copy was decoded
-        self.peak_outstanding = 0  #: most copies outstanding at once
+        self.retired = 0  #: launches decoded so far
         self.mode = None
         self._started = False
 
@@ -90,10 +86,9 @@ class InstrumentationBackend(Backend):
             self._started = False
             installation.release()
         with self.lock:
-            queue, self.queue, self.queued_bytes = self.queue, deque(), 0
-            for launch in queue:  # normally none: the core flushes before it stops a backend
-                self.device.wait(launch.copy)
-                self.device.release(launch.copy)
+            for batch in self.allocator.close():  # normally none: the core flushes before it stops a backend
+                self.device.wait(batch.copy)
+                self.device.release(batch.copy)
             self.device.close()
 
     def configure(self, *, python_frames, trace) -> None:
@@ -107,18 +102,31 @@ class InstrumentationBackend(Backend):
         self.local.ctx = context_id
 
     def flush(self):
+        allocator = self.allocator
+        allocator.issue_all()
         with self.lock:
-            self._retire(len(self.queue))
+            self._retire(len(allocator.batches))
             return self._take()
 
     def drain(self):
+        self.allocator.issue_all()  # copied now, decoded by the next poll (or flush) once complete
         with self.lock:
             self._retire(0)
             return self._take()
 
     def outstanding(self) -> int:
-        """Copies queued and not yet decoded."""
-        return len(self.queue)
+        """Launches committed and not yet decoded (in arenas and in queued batches)."""
+        return self.allocator.pending_launches()
+
+    @property
+    def launches(self) -> int:
+        """Launches committed so far."""
+        return self.allocator.committed
+
+    @property
+    def max_outstanding(self) -> int:
+        """The most launches outstanding from one launching thread: its arena's batch and the queue."""
+        return (self.max_batches + 2) * self.allocator.max_batch
 
     # ------------------------------------------------------------- hooks ----
     def _on_load(self, module, function, name, metadata_group, hash=None, *rest) -> None:
@@ -144,48 +152,41 @@ class InstrumentationBackend(Backend):
         return node
 
     def submit(self, launch) -> None:
-        """Queue the launch's copy back (exit hook), retire completed copies, apply back-pressure."""
-        launch.copy = self.device.copy_to_host(launch.buffer, launch.nbytes, launch.stream, launch.device)
-        launch.buffer = None  # the scratch buffer is reused by the next launch on the stream, after the copy
+        """The launch's exit hook: commit it to its arena's batch (issued when full)."""
+        if self.allocator.commit(launch):
+            self._after_issue()
+
+    def _after_issue(self) -> None:
+        """A launching thread just issued a batch: retire what completed, apply back-pressure."""
+        allocator = self.allocator
         with self.lock:
-            self.launches += 1
-            launch.launch_id = self.launches
-            queue = self.queue
-            queue.append(launch)
-            self.queued_bytes += launch.nbytes
-            n = len(queue)
-            if n > self.peak_outstanding:
-                self.peak_outstanding = n
-            if n > self.max_copies or self.queued_bytes > self.max_bytes:
-                self._retire(min(n, self.retire_batch))
-                while len(queue) > 1 and self.queued_bytes > self.max_bytes:
-                    self._retire(1)
-            elif n >= self.retire_batch and self.device.ready(queue[self.retire_batch - 1].copy):
-                self._retire(0)
+            self._retire(0)
+            batches = allocator.batches
+            while len(batches) > 1 and (len(batches) > self.max_batches or allocator.batch_bytes > self.max_bytes):
+                self._retire(1)
 
     def _retire(self, block: int) -> None:
-        """Decode copies from the oldest on: the first ``block`` waited for, then those that completed
-        (stops at the first that has not). Their staging buffers go back to the pool. Lock held."""
-        queue, device = self.queue, self.device
+        """Decode batches from the oldest on: the first ``block`` waited for, then those whose copy
+        completed (stops at the first that has not). Their staging buffers go back to the pool. Lock held."""
+        allocator, device = self.allocator, self.device
         done = []
-        while queue:
-            launch = queue[0]
-            if len(done) < block:
-                device.wait(launch.copy)
-            elif not device.ready(launch.copy):
+        while True:
+            must = len(done) < block
+            batch = allocator.oldest(must)
+            if batch is None:
                 break
-            queue.popleft()
-            done.append(launch)
+            if must:
+                device.wait(batch.copy)
+            done.append(batch)
         if not done:
             return
-        self.queued_bytes -= sum(launch.nbytes for launch in done)
-        self.retired += len(done)
         try:
-            self.collector.add_many([(launch, device.data(launch.copy)) for launch in done])
+            for batch in done:
+                self.retired += len(batch.launches)
+                self.collector.add_batch(device.data(batch.copy), batch.start, batch.launches)
         finally:
-            for launch in done:
-                device.release(launch.copy)
-                launch.copy = None
+            for batch in done:
+                device.release(batch.copy)
 
     def note_not_instrumented(self, kernel: str) -> None:
         self.collector.warn_once((kernel, "before"), (

@@ -1,36 +1,51 @@
-"""Profile buffers: Triton's profile allocator, the recycled host staging pool, and the device behind them.
+"""Profile buffers: Triton's profile allocator over per-stream device arenas, batched copies back.
 
 Triton's launcher asks ``_allocation._profile_allocator(grid * num_ctas * profile_scratch_size,
 align, stream)`` for an instrumented kernel, in Python, right before the C launcher calls the launch
-enter hook (DESIGN.md §2). :class:`ProfileAllocator` is that callable: it returns a zeroed device
-buffer (a CTA that never ran then shows no preamble, which the decoder counts instead of reading
-stale bytes) and leaves ``(buffer, nbytes, stream, device)`` for the enter hook of the same thread.
+enter hook (DESIGN.md §2). :class:`ProfileAllocator` is that callable. Nothing is done on the device
+per launch:
 
-Nothing is allocated per launch in the steady state:
+- **arena**: one zeroed device region per (thread, device, stream), :data:`ARENA_BYTES` by default,
+  grown (to a power of two) when one launch needs more. Each launch's slot is bump-allocated from it
+  (aligned as Triton asks) and returned as a plain integer address, which Triton's launcher passes on
+  as is. The slot is zero because the region was zeroed since it was last used, so a CTA that never
+  ran still shows no preamble.
+- **batch**: the committed part of an arena (slots whose launch passed its exit hook) goes back in
+  ONE asynchronous copy into a pooled pinned staging buffer, ONE event, then ONE memset of that
+  region, all on the arena's stream: kernels -> copy -> memset -> later kernels, so a region is
+  reused only after it was copied and zeroed, without any host wait. A batch is issued when the arena
+  is full (by the allocation that does not fit, before its kernel), after :attr:`max_batch` launches
+  (at the exit hook), and by ``issue_all`` (the backend's drain/flush, from any thread).
+- **in-flight slots**: an arena is owned by one thread, so at most one of its slots is between
+  allocation and exit hook. ``issue_all`` from another thread copies and zeroes only up to the last
+  committed slot and leaves that one (and the rest of the arena) for a later batch; a slot whose
+  launch never reached its exit hook (the launch failed) is committed by the owner's next allocation.
+- **host staging**: :class:`StagingPool`, pinned buffers in power-of-two size classes. A batch takes
+  one; the backend returns it (``release``) once the copy completed and was decoded. Events are
+  recycled with it.
 
-- **device scratch**: one buffer per (thread, device, stream), grown to a power of two when a launch
-  needs more, zeroed with an asynchronous memset on the launch's stream. Reusing it is safe because
-  the memset of the next launch on that stream is ordered after the previous launch's copy back;
-  keying by thread keeps two threads launching on one stream from zeroing each other's buffer
-  between a kernel and its copy.
-- **host staging**: :class:`StagingPool`, pinned buffers in power-of-two size classes. A copy takes
-  one, and the backend returns it (``release``) once the copy completed and was decoded.
-- **events**: recycled with the staging buffer.
+``lock`` guards the arenas and the batch queue (short critical sections, no decoding, no waiting).
 
 The device work goes through a small interface (:class:`TorchDevice` on a GPU; the CPU tests pass a
-fake with the same methods): ``current()``, ``scratch(nbytes, stream, device)``,
-``copy_to_host(buffer, nbytes, stream, device)``, ``ready(copy)``, ``wait(copy)``, ``data(copy)``,
-``release(copy)``, ``close()``, ``properties(device)``.
+fake with the same methods): ``current()``, ``arena(nbytes, stream, device) -> (handle, address)``
+(zeroed, ordered on ``stream``), ``copy_region(handle, start, nbytes, stream, device) -> copy``,
+``zero_region(handle, start, nbytes, stream, device)``, ``ready(copy)``, ``wait(copy)``,
+``data(copy)``, ``release(copy)``, ``close()``, ``properties(device)``.
 """
 
 from __future__ import annotations
 
 import threading
+from collections import deque
 
 #: Smallest host staging class (bytes); classes are powers of two from here.
 MIN_STAGING = 4096
-#: Device scratch buffers kept (one per thread, device and stream); past this the cache starts afresh.
-MAX_SCRATCH = 64
+#: Device arena per (thread, device, stream): launches share one copy back per this many bytes.
+ARENA_BYTES = 4 << 20
+#: Launches per batch at most (also issued earlier when the arena is full).
+MAX_BATCH_LAUNCHES = 512
+#: Arenas kept; past this the idle ones are issued and dropped.
+MAX_ARENAS = 64
 
 
 def size_class(nbytes: int) -> int:
@@ -38,29 +53,204 @@ def size_class(nbytes: int) -> int:
     return max(MIN_STAGING, 1 << (max(int(nbytes), 1) - 1).bit_length())
 
 
+class Arena:
+    """One thread's device region on one (device, stream): ``[start, committed)`` holds committed
+    launches not yet issued, ``[committed, bump)`` at most one slot in flight, ``[bump, capacity)``
+    zeroed and free. Everything before ``start`` was issued (copied and zeroed on the stream)."""
+
+    __slots__ = ("thread", "device", "stream", "handle", "base", "capacity", "start", "bump", "committed",
+                 "launches", "closed")
+
+    def __init__(self, thread, device, stream, handle, base, capacity) -> None:
+        self.thread, self.device, self.stream = thread, device, stream
+        self.handle, self.base, self.capacity = handle, base, capacity
+        self.start = self.bump = self.committed = 0
+        self.launches: list = []
+        self.closed = False
+
+
+class HostBatch:
+    """One issued batch: its copy (staging + event), the arena offset it starts at, its launches."""
+
+    __slots__ = ("copy", "start", "nbytes", "launches")
+
+    def __init__(self, copy, start, nbytes, launches) -> None:
+        self.copy, self.start, self.nbytes, self.launches = copy, start, nbytes, launches
+
+
 class ProfileAllocator:
-    """What ``set_profile_allocator`` gets while our sessions run."""
+    """What ``set_profile_allocator`` gets while our sessions run; also owns the arenas and the queue
+    of issued batches (oldest first) that the backend retires."""
 
     owner = "proton-plugin"
+    arena_bytes = ARENA_BYTES
+    max_batch = MAX_BATCH_LAUNCHES
+    max_arenas = MAX_ARENAS
 
     def __init__(self, device) -> None:
         self.device = device
+        self.current = device.current
         self.local = threading.local()
+        self.lock = threading.Lock()
+        self.arenas: dict[tuple, Arena] = {}
+        self.batches: deque = deque()  #: issued, not yet retired (HostBatch), oldest first
+        self.batch_bytes = 0  #: bytes of those batches
+        self.batch_launches = 0  #: launches in those batches
+        self.committed = 0  #: launches committed so far (their ids)
+        self.issued = 0  #: batches issued so far
+        self.peak_batches = 0  #: most batches queued at once
+        self.arenas_made = 0
 
+    # ------------------------------------------------------- launch path ----
     def __call__(self, size: int, alignment: int, stream):
-        device = self.device
-        dev = device.current()
-        buffer = device.scratch(int(size), stream, dev)
-        self.local.pending = (buffer, int(size), stream, dev)
-        return buffer
+        """A slot of ``size`` bytes in this thread's arena for (current device, ``stream``): its address.
+        Leaves ``(arena, offset, size)`` for the enter hook of this thread. Calls ``on_issue`` (outside
+        the lock) when making room issued a batch."""
+        dev = self.current()
+        local = self.local
+        arena = local.__dict__.get("arena")
+        issued = False
+        with self.lock:
+            if arena is None or arena.closed or arena.stream != stream or arena.device != dev:
+                arena = local.arena = self._find(stream, dev)
+            bump = arena.bump
+            arena.committed = bump  # normally equal; else the previous launch failed before its exit hook
+            off = -(-bump // alignment) * alignment if alignment > 1 else bump
+            end = off + size
+            if end > arena.capacity:
+                issued = self._issue(arena)  # the owner has nothing in flight: this empties the arena
+                if size > arena.capacity:
+                    self._grow(arena, size)
+                off, end = 0, size
+            arena.bump = end
+        local.pending = (arena, off, size)
+        if issued:
+            self.on_issue()
+        return arena.base + off
 
     def take(self):
-        """``(buffer, nbytes, stream, device)`` of the launch now entering on this thread (None: the
-        kernel is not instrumented)."""
+        """``(arena, offset, nbytes)`` of the launch now entering on this thread (None: the kernel is
+        not instrumented)."""
         local = self.local
-        pending = getattr(local, "pending", None)
+        pending = local.__dict__.get("pending")
         local.pending = None
         return pending
+
+    def commit(self, launch) -> bool:
+        """The launch passed its exit hook (its kernel is on the stream): it joins its arena's next
+        batch and gets its id. True: that filled the batch and it was issued (call ``on_issue``)."""
+        with self.lock:
+            self.committed += 1
+            launch.launch_id = self.committed
+            arena = launch.arena
+            if arena.closed:  # the session stopped while it was in flight
+                return False
+            end = launch.offset + launch.nbytes
+            if end > arena.committed:
+                arena.committed = end
+            launches = arena.launches
+            launches.append(launch)
+            if len(launches) >= self.max_batch:
+                return self._issue(arena)
+        return False
+
+    def on_issue(self) -> None:
+        """Set by the backend: retire what completed, apply back-pressure (no lock held)."""
+
+    # ----------------------------------------------------------- batches ----
+    def _find(self, stream, dev) -> Arena:
+        """Lock held: this thread's arena for (dev, stream), made if needed."""
+        thread = threading.current_thread()
+        key = (threading.get_ident(), dev, stream)
+        arena = self.arenas.get(key)
+        if arena is not None and not arena.closed and arena.thread is thread:
+            return arena
+        if len(self.arenas) >= self.max_arenas:
+            self._prune(everything=True)
+        capacity = size_class(self.arena_bytes)
+        handle, base = self.device.arena(capacity, stream, dev)
+        self.arenas_made += 1
+        arena = self.arenas[key] = Arena(thread, dev, stream, handle, base, capacity)
+        return arena
+
+    def _grow(self, arena: Arena, size: int) -> None:
+        """Lock held, arena empty: replace its region by a zeroed one of at least ``size`` bytes. The old
+        one goes back to the device allocator, ordered after the work already queued on its stream."""
+        capacity = size_class(max(size, self.arena_bytes))
+        arena.handle, arena.base = self.device.arena(capacity, arena.stream, arena.device)
+        arena.capacity = capacity
+        self.arenas_made += 1
+
+    def _issue(self, arena: Arena) -> bool:
+        """Lock held: copy back and zero the committed, not yet issued part of ``arena``. True: a batch
+        with launches was queued."""
+        start, end = arena.start, arena.committed
+        queued = False
+        if end > start:
+            device = self.device
+            launches = arena.launches
+            if launches:
+                copy = device.copy_region(arena.handle, start, end - start, arena.stream, arena.device)
+                self.batches.append(HostBatch(copy, start, end - start, launches))
+                arena.launches = []
+                self.batch_bytes += end - start
+                self.batch_launches += len(launches)
+                self.issued += 1
+                if len(self.batches) > self.peak_batches:
+                    self.peak_batches = len(self.batches)
+                queued = True
+            device.zero_region(arena.handle, start, end - start, arena.stream, arena.device)
+        if end >= arena.bump:
+            arena.start = arena.bump = arena.committed = 0  # all issued: start over from the bottom
+        else:
+            arena.start = end  # a slot is in flight above: it goes with a later batch
+        return queued
+
+    def _prune(self, everything: bool) -> None:
+        """Lock held: issue every arena; drop those now empty whose thread ended (all empty ones when
+        ``everything``: their threads make new ones on their next launch)."""
+        for key, arena in list(self.arenas.items()):
+            alive = arena.thread.is_alive()
+            if not alive:
+                arena.committed = arena.bump  # its thread is gone: nothing can be in flight
+            self._issue(arena)
+            if arena.bump == 0 and (everything or not alive):
+                arena.closed = True
+                del self.arenas[key]
+
+    def issue_all(self) -> None:
+        """Force out every arena's committed launches (drain/flush, from any thread)."""
+        with self.lock:
+            self._prune(everything=False)
+
+    def oldest(self, block: bool):
+        """The oldest queued batch if ``block`` or if its copy completed (removed from the queue), else
+        None. The caller waits for it (outside the lock) and releases it after decoding."""
+        with self.lock:
+            batches = self.batches
+            if not batches or not (block or self.device.ready(batches[0].copy)):
+                return None
+            batch = batches.popleft()
+            self.batch_bytes -= batch.nbytes
+            self.batch_launches -= len(batch.launches)
+            return batch
+
+    def pending_launches(self) -> int:
+        """Launches committed and not yet retired (in arenas and in queued batches)."""
+        with self.lock:
+            return self.batch_launches + sum(len(a.launches) for a in self.arenas.values())
+
+    def close(self) -> list:
+        """Drop every arena (the session ended); returns the batches still queued, for the caller to
+        wait for and release."""
+        with self.lock:
+            for arena in self.arenas.values():
+                arena.closed = True
+            self.arenas = {}
+            batches, self.batches = list(self.batches), deque()
+            self.batch_bytes = self.batch_launches = 0
+        self.local = threading.local()
+        return batches
 
 
 class StagingPool:
@@ -100,7 +290,7 @@ class StagingPool:
 
 
 class HostCopy:
-    """One launch's copy back: its staging buffer (class ``size``), its event, ``nbytes`` valid bytes."""
+    """One batch's copy back: its staging buffer (class ``size``), its event, ``nbytes`` valid bytes."""
 
     __slots__ = ("size", "staging", "event", "nbytes")
 
@@ -109,29 +299,22 @@ class HostCopy:
 
 
 class _Staging:
-    """A pinned host tensor with its memoryview (made once) and the last view used as copy target."""
+    """A pinned host tensor with its memoryview (made once)."""
 
-    __slots__ = ("tensor", "mv", "view", "view_n")
+    __slots__ = ("tensor", "mv")
 
     def __init__(self, tensor) -> None:
         self.tensor = tensor
         self.mv = memoryview(tensor.numpy()).cast("B")
-        self.view, self.view_n = tensor, -1
-
-
-class _Scratch:
-    __slots__ = ("tensor", "view", "nbytes")
-
-    def __init__(self, tensor) -> None:
-        self.tensor, self.view, self.nbytes = tensor, tensor, -1
 
 
 class TorchDevice:
-    """CUDA through PyTorch: device scratch from its caching allocator, pinned host staging, events.
+    """CUDA through PyTorch: arenas from its caching allocator, pinned host staging, events.
 
-    Every operation runs on the launch's own stream, so the zeroing precedes the kernel and the copy
-    follows it without a device-wide sync. Triton launches on torch's current stream, so the common
-    case needs no stream switch; another stream goes through ``torch.cuda.stream``."""
+    Every operation runs on the arena's own stream (whatever thread issues it), so the memset of a
+    region follows its copy and precedes the kernels that reuse it without a device-wide sync. An
+    arena is allocated under its stream, so dropping it lets torch reuse the memory only after the
+    work already queued there. These calls happen once per batch, not per launch."""
 
     def __init__(self) -> None:
         import torch
@@ -142,72 +325,48 @@ class TorchDevice:
             raise BackendUnavailable("PyTorch sees no CUDA device; the instrumentation backend allocates its "
                                      "profile buffers through torch.cuda")
         self.torch = torch
+        torch.cuda.current_device()  # initializes CUDA in torch, so the raw getter below is safe
+        self.current = getattr(torch._C, "_cuda_getDevice", None) or torch.cuda.current_device
         self._props: dict[int, dict] = {}
-        self._raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None) or \
-            (lambda dev: torch.cuda.current_stream(dev).cuda_stream)
-        self.current = torch.cuda.current_device
-        self._scratch: dict[tuple, _Scratch] = {}
         self._events: list = []
-        self._streams: dict[int, object] = {}
+        self._streams: dict[tuple, object] = {}
         self.pool = StagingPool(self._new_staging)
 
     def _new_staging(self, size: int) -> _Staging:
         torch = self.torch
         return _Staging(torch.empty(size, dtype=torch.uint8, pin_memory=True))
 
-    def _other_stream(self, stream):
-        """A torch stream object for a raw handle that is not the current stream (rare)."""
-        s = self._streams.get(stream)
+    def _on(self, stream, device: int):
+        """A context manager making (device, raw ``stream``) current."""
+        key = (device, stream or 0)
+        s = self._streams.get(key)
         if s is None:
-            if len(self._streams) > MAX_SCRATCH:
+            if len(self._streams) > 4 * MAX_ARENAS:
                 self._streams.clear()
-            s = self._streams[stream] = self.torch.cuda.ExternalStream(int(stream))
-        return s
+            s = self._streams[key] = self.torch.cuda.ExternalStream(int(stream or 0), device=device)
+        return self.torch.cuda.stream(s)
 
-    def scratch(self, nbytes: int, stream, device: int):
-        """The zeroed device buffer of this launch: this thread's buffer for (device, stream)."""
-        key = (threading.get_ident(), device, stream)
-        entry = self._scratch.get(key)
-        if entry is None or entry.tensor.numel() < nbytes:
-            entry = self._grow(key, nbytes, stream, device)
-        if entry.nbytes != nbytes:
-            entry.view, entry.nbytes = entry.tensor[:max(nbytes, 1)], nbytes
-        if (stream or 0) == self._raw_stream(device):
-            entry.view.zero_()
-        else:
-            with self.torch.cuda.stream(self._other_stream(stream)):
-                entry.view.zero_()
-        return entry.view
-
-    def _grow(self, key, nbytes: int, stream, device: int) -> _Scratch:
+    def arena(self, nbytes: int, stream, device: int):
+        """A zeroed device region of ``nbytes``, allocated and zeroed on ``stream``: (tensor, address)."""
         torch = self.torch
-        if len(self._scratch) >= MAX_SCRATCH:
-            self._scratch.clear()  # dropped buffers return to torch's allocator, ordered on their streams
-        size = size_class(nbytes)
-        if (stream or 0) == self._raw_stream(device):
-            tensor = torch.empty(size, dtype=torch.uint8, device=f"cuda:{device}")
-        else:
-            with torch.cuda.stream(self._other_stream(stream)):
-                tensor = torch.empty(size, dtype=torch.uint8, device=f"cuda:{device}")
-        entry = self._scratch[key] = _Scratch(tensor)
-        return entry
+        with self._on(stream, device):
+            tensor = torch.zeros(nbytes, dtype=torch.uint8, device=f"cuda:{device}")
+        return tensor, tensor.data_ptr()
 
-    def copy_to_host(self, buffer, nbytes: int, stream, device: int) -> HostCopy:
-        """Queue the copy of ``buffer[:nbytes]`` into a staging buffer and an event, on ``stream``."""
+    def copy_region(self, handle, start: int, nbytes: int, stream, device: int) -> HostCopy:
+        """Queue the copy of ``handle[start:start + nbytes]`` into a staging buffer, then an event, on
+        ``stream``."""
         size, staging = self.pool.get(nbytes)
-        if staging.view_n != nbytes:
-            staging.view, staging.view_n = staging.tensor[:nbytes], nbytes
         event = self._events.pop() if self._events else self.torch.cuda.Event()
-        source = buffer if buffer.numel() == nbytes else buffer[:nbytes]
-        if (stream or 0) == self._raw_stream(device):
-            staging.view.copy_(source, non_blocking=True)
+        with self._on(stream, device):
+            staging.tensor[:nbytes].copy_(handle[start:start + nbytes], non_blocking=True)
             event.record()
-        else:
-            s = self._other_stream(stream)
-            with self.torch.cuda.stream(s):
-                staging.view.copy_(source, non_blocking=True)
-                event.record(s)
         return HostCopy(size, staging, event, nbytes)
+
+    def zero_region(self, handle, start: int, nbytes: int, stream, device: int) -> None:
+        """Queue the memset of ``handle[start:start + nbytes]`` on ``stream`` (after its copy)."""
+        with self._on(stream, device):
+            handle[start:start + nbytes].zero_()
 
     def ready(self, copy: HostCopy) -> bool:
         return copy.event.query()
@@ -227,7 +386,6 @@ class TorchDevice:
 
     def close(self) -> None:
         """Drop every buffer (the session ended); torch's allocators keep them cached for reuse."""
-        self._scratch = {}
         self._events = []
         self._streams = {}
         self.pool.clear()

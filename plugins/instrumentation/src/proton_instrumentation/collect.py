@@ -7,8 +7,9 @@ instrumented kernel's own duration) and ``(..., sub_path)`` for the per-scope me
 each interval becomes a slice on a track per (launch, CTA, unit), placed at the launch's host time
 plus its offset inside the launch; at most :data:`MAX_SLICES_PER_LAUNCH` per launch, the rest counted.
 
-Several launches of one kernel are decoded together by :mod:`.fastpath` when their records are
-regular (the common case), with results identical to the exact per-launch path, which takes the rest.
+The launches of one kernel in a batch (one copy of an arena region, :mod:`.buffers`) are decoded
+together by :mod:`.fastpath` when their records are regular (the common case), with results
+identical to the exact per-launch path, which takes the rest.
 
 Every loss is counted in ``dropped`` (records overwritten by a full ring, unpaired records, CTAs with
 no header, launches that could not be decoded) and explained once per kernel and kind with one line.
@@ -84,18 +85,32 @@ class Collector:
         if self.trace:
             self._add_slices(launch, result, khz)
 
-    def add_many(self, items) -> None:
+    def add_batch(self, data, start: int, launches) -> None:
+        """One batch's host bytes ``data`` (the arena region from offset ``start``) and its launches in
+        commit order: each launch's bytes are ``data[launch.offset - start:][:launch.nbytes]``."""
+        offsets = [launch.offset - start for launch in launches]
+        self.add_many([(launch, data[o:o + launch.nbytes]) for launch, o in zip(launches, offsets)],
+                      whole=data, offsets=offsets)
+
+    def add_many(self, items, whole=None, offsets=None) -> None:
         """``[(launch, data)]`` in launch order: the same totals as :meth:`add` one by one.
 
         Launches of one kernel go through :func:`.fastpath.aggregate` together when there are
-        several and no trace is kept; whatever it declines takes the exact path."""
+        several and no trace is kept; whatever it declines takes the exact path. With ``whole`` (a
+        buffer holding every item's data) and ``offsets`` (of each item's data in it), launches lying
+        back to back in ``whole`` are read as one array."""
         if self.trace or fastpath.np is None or len(items) < 2:
             for launch, data in items:
                 self.add(launch, data)
             return
         groups: dict[int, list[int]] = {}
         for i, (launch, _) in enumerate(items):
-            groups.setdefault(id(launch.info), []).append(i)
+            key = id(launch.info)
+            group = groups.get(key)
+            if group is None:
+                groups[key] = [i]
+            else:
+                group.append(i)
         results: list = [None] * len(items)
         for idx in groups.values():
             if len(idx) < 2:
@@ -104,7 +119,11 @@ class Collector:
             tables = self.tables.get(id(info))
             if tables is None or tables.info is not info:
                 tables = self.tables[id(info)] = fastpath.KernelTables(info)
-            out = fastpath.aggregate([items[i] for i in idx], tables, self._khz)
+            if len(idx) == len(items):
+                out = fastpath.aggregate(items, tables, self._khz, whole, offsets)
+            else:
+                out = fastpath.aggregate([items[i] for i in idx], tables, self._khz, whole,
+                                         None if offsets is None else [offsets[i] for i in idx])
             if out is not None:
                 for i, r in zip(idx, out):
                     results[i] = r

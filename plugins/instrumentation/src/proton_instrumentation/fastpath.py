@@ -57,8 +57,10 @@ class KernelTables:
             self.by_rank = sorted(ids, key=lambda i: self.paths[i])
 
 
-def aggregate(items, tables: KernelTables, sm_clock_khz):
+def aggregate(items, tables: KernelTables, sm_clock_khz, whole=None, offsets=None):
     """``items``: [(launch, data)] of one kernel; ``sm_clock_khz(launch)`` gives the launch's clock.
+    With ``whole`` and ``offsets`` (item ``i``'s data is ``whole[offsets[i]:]``), launches that lie
+    back to back are viewed as one array instead of one per launch.
     Returns the per-launch results (see the module doc) or None for the exact path."""
     if not tables.ok:
         return None
@@ -77,10 +79,25 @@ def aggregate(items, tables: KernelTables, sm_clock_khz):
     head = HEADER_BYTES // 4
     seg0 = head + num_warps
     arrays = []
-    for (launch, data), n in zip(items, n_ctas):
-        if len(data) < n * cta:
-            return None
-        arrays.append(np.frombuffer(data, dtype="<u4", count=n * words).reshape(n, words))
+    if whole is None:
+        for (launch, data), n in zip(items, n_ctas):
+            if len(data) < n * cta:
+                return None
+            arrays.append(np.frombuffer(data, dtype="<u4", count=n * words).reshape(n, words))
+    else:
+        limit = len(whole)
+        run_at, run_rows, expected = -1, 0, -1
+        for (launch, data), n, off in zip(items, n_ctas, offsets):
+            if len(data) < n * cta or off + n * cta > limit:
+                return None
+            if off != expected:  # not right after the previous launch: a new run
+                if run_rows:
+                    arrays.append(np.frombuffer(whole, dtype="<u4", count=run_rows * words,
+                                                offset=run_at).reshape(run_rows, words))
+                run_at, run_rows = off, 0
+            run_rows += n
+            expected = off + n * cta
+        arrays.append(np.frombuffer(whole, dtype="<u4", count=run_rows * words, offset=run_at).reshape(run_rows, words))
     # headers and index words of every CTA (small), without copying the record areas
     blocks = np.concatenate([a[:, :seg0] for a in arrays]) if len(arrays) > 1 else arrays[0][:, :seg0]
     rows = blocks.shape[0]
