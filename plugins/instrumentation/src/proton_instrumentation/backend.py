@@ -92,14 +92,16 @@ class InstrumentationBackend(Backend):
             self.device.close()
 
     def configure(self, *, python_frames, trace) -> None:
-        self.python_frames = bool(python_frames)
+        self.python_frames = bool(python_frames)  # (a thread's cached node is used only while this is off)
         self.collector.trace = bool(trace)
 
     def set_epoch(self, epoch) -> None:
         self.epoch = int(epoch)
 
     def set_context(self, context_id) -> None:
-        self.local.ctx = context_id
+        local = self.local
+        local.ctx = context_id
+        local.node = 0  # node_here looks it up again at the next launch
 
     def flush(self):
         allocator = self.allocator
@@ -135,8 +137,13 @@ class InstrumentationBackend(Backend):
     def node_here(self) -> int:
         """The launching thread's node in our trie (its context id, Python frames before it if asked)."""
         if not self.python_frames:
-            found = self.trie.get((0, NODE_CONTEXT, getattr(self.local, "ctx", 0)))
+            local = self.local
+            node = local.__dict__.get("node")
+            if node:  # the same context as this thread's last launch
+                return node
+            found = self.trie.get((0, NODE_CONTEXT, getattr(local, "ctx", 0)))
             if found is not None:
+                local.node = found
                 return found
         chain = [(NODE_FRAME, f) for f in capture_frames()] if self.python_frames else []
         chain.append((NODE_CONTEXT, getattr(self.local, "ctx", 0)))
@@ -149,6 +156,8 @@ class InstrumentationBackend(Backend):
                     found = self.trie[key] = len(self.trie) + 1
                     self.new_nodes.append((found, node, kind, value))
                 node = found
+        if not self.python_frames:
+            self.local.node = node
         return node
 
     def submit(self, launch) -> None:

@@ -249,7 +249,6 @@ class ProfileAllocator:
             self.arenas = {}
             batches, self.batches = list(self.batches), deque()
             self.batch_bytes = self.batch_launches = 0
-        self.local = threading.local()
         return batches
 
 

@@ -22,7 +22,7 @@ import re
 from proton_core.plugin_api import Batch, ProtonError, warn
 
 from . import fastpath
-from .aggregate import kernel_metrics, trace_slices
+from .aggregate import CYCLES, CALLS, TIME, WARPS, _ns_per_cycle, kernel_metrics, trace_slices
 from .decode import decode_launch
 
 MAX_SLICES_PER_LAUNCH = 200_000
@@ -111,53 +111,85 @@ class Collector:
                 groups[key] = [i]
             else:
                 group.append(i)
-        results: list = [None] * len(items)
         for idx in groups.values():
-            if len(idx) < 2:
-                continue
-            info = items[idx[0]][0].info
-            tables = self.tables.get(id(info))
-            if tables is None or tables.info is not info:
-                tables = self.tables[id(info)] = fastpath.KernelTables(info)
-            if len(idx) == len(items):
-                out = fastpath.aggregate(items, tables, self._khz, whole, offsets)
-            else:
-                out = fastpath.aggregate([items[i] for i in idx], tables, self._khz, whole,
-                                         None if offsets is None else [offsets[i] for i in idx])
-            if out is not None:
-                for i, r in zip(idx, out):
-                    results[i] = r
-        for (launch, data), r in zip(items, results):
-            if r is None:
-                self.add(launch, data)
-            else:
-                key, _ = self._add_record(launch, r[0])
-                self._add_metrics(key, r[1])
-        self.fast += sum(r is not None for r in results)
+            if len(idx) >= 2:
+                info = items[idx[0]][0].info
+                tables = self.tables.get(id(info))
+                if tables is None or tables.info is not info:
+                    tables = self.tables[id(info)] = fastpath.KernelTables(info)
+                if len(idx) == len(items):
+                    sub, sub_offsets = items, offsets
+                else:
+                    sub = [items[i] for i in idx]
+                    sub_offsets = None if offsets is None else [offsets[i] for i in idx]
+                routes, keys = self._routes(sub)
+                out = fastpath.aggregate(sub, tables, routes, whole, sub_offsets)
+                if out is not None:
+                    self._add_fast(info.name, routes, keys, *out)
+                    self.fast += len(sub)
+                    continue
+            for i in idx:
+                self.add(*items[i])
 
-    def _khz(self, launch):
-        return self.device.properties(launch.device)["sm_clock_khz"]
+    @staticmethod
+    def _routes(items):
+        """Each launch's route number (first appearance order) and the routes' (epoch, node, device)."""
+        index: dict[tuple, int] = {}
+        routes = []
+        keys = []
+        for launch, _ in items:
+            key = (launch.epoch, launch.node, launch.device)
+            r = index.get(key)
+            if r is None:
+                r = index[key] = len(keys)
+                keys.append(key)
+            routes.append(r)
+        return routes, keys
+
+    def _add_fast(self, kernel, routes, keys, spans, entries) -> None:
+        """Add :func:`.fastpath.aggregate`'s per-route sums."""
+        np = fastpath.np
+        timed = np.maximum(spans, 0)
+        if len(keys) == 1:
+            span_sums, counts = [int(timed.sum())], [len(routes)]
+        else:
+            r = np.asarray(routes, dtype=np.int64)
+            sums = np.zeros(len(keys), dtype=np.int64)
+            np.add.at(sums, r, timed)
+            span_sums, counts = sums.tolist(), np.bincount(r, minlength=len(keys)).tolist()
+        self.untimed += int((spans <= 0).sum())
+        route_keys = [self._add_totals((epoch, node, kernel, device), device, span, count)
+                      for (epoch, node, device), span, count in zip(keys, span_sums, counts)]
+        for route, path, cycles, calls, warps in entries:
+            self._add_metrics(route_keys[route], ((path, ((CYCLES, cycles), (CALLS, calls), (WARPS, warps))),))
 
     def _add_record(self, launch, span):
-        props = self.device.properties(launch.device)
-        self.devices[str(launch.device)] = props.get("info", {})
-        key = (launch.epoch, launch.node, launch.info.name, launch.device)
-        record = self.records.get(key)
-        if record is None:
-            record = self.records[key] = [0, 0]
-        record[0] += max(span, 0)
-        record[1] += 1
+        device = launch.device
+        key = self._add_totals((launch.epoch, launch.node, launch.info.name, device), device, max(span, 0), 1)
         if span <= 0:
             self.untimed += 1
-        return key, props["sm_clock_khz"]
+        return key, self.device.properties(device)["sm_clock_khz"]
+
+    def _add_totals(self, key, device, span, count):
+        """Add ``count`` launches taking ``span`` ns in all to the kernel record ``key``."""
+        record = self.records.get(key)
+        if record is None:
+            self.devices[str(device)] = self.device.properties(device).get("info", {})
+            record = self.records[key] = [0, 0]
+        record[0] += span
+        record[1] += count
+        return key
 
     def _add_metrics(self, key, entries) -> None:
+        """Sum ``[(sub_path, ((name, value), ...))]`` into the totals of ``key``; the time metric is left
+        out: :meth:`take` derives it from the summed cycles (cycles at the device's clock)."""
         for sub_path, metrics in entries:
             totals = self.metrics.get(key + (sub_path,))
             if totals is None:
                 totals = self.metrics[key + (sub_path,)] = {}
             for name, value in metrics:
-                totals[name] = totals.get(name, 0) + value
+                if name != TIME:
+                    totals[name] = totals.get(name, 0) + value
 
     def _add_slices(self, launch, result, khz) -> None:
         info, fold = launch.info, launch.info.mode.fold_warps
@@ -178,6 +210,13 @@ class Collector:
                            "in one launch; the rest are left out of the trace (counted in 'dropped')")
 
     def take(self, nodes) -> Batch:
+        ns: dict = {}
+        for k, v in self.metrics.items():
+            if CYCLES in v:
+                device = k[3]
+                if device not in ns:
+                    ns[device] = _ns_per_cycle(self.device.properties(device)["sm_clock_khz"])
+                v[TIME] = v[CYCLES] * ns[device]
         batch = Batch(nodes=nodes, device_type="CUDA", dropped=self.dropped, untimed=self.untimed,
                       records=[(*k, v[0], v[1]) for k, v in self.records.items()],
                       kernel_metrics=[(*k, tuple(v.items())) for k, v in self.metrics.items()],

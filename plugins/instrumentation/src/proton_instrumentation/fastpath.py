@@ -20,9 +20,13 @@ the start/end pairs the exact path's stack forms, and counters all zero. Clocks 
 warp as ``unwrap_clock`` does (each decrease adds one period), folding into units takes the k-th
 occurrence of a scope per warp as ``fold_intervals`` does (order: start, then longer first).
 
-Result per launch, in the batch's order: ``(span_ns, [(sub_path, ((name, value), ...)), ...])`` with
-paths sorted, as ``Collector.add`` would add them. Times are ``cycles * (1e6 / kHz)`` per launch,
-as the exact path computes them, so float sums come out bit-identical.
+Results are summed per *route* (the caller numbers launches by where their totals go: epoch,
+context node, device), not per launch, so a batch of hundreds of launches costs a few NumPy calls
+and no Python per launch: ``(spans, entries)`` with ``spans`` the per-launch globaltimer span
+(int64 array, the last CTA's end minus the first CTA's entry) and ``entries`` a list of ``(route,
+sub_path, cycles, calls, warps)`` in route order, then path order. Sums of integers do not depend on
+the order of launches, so they equal the exact path's per-launch sums; time in ns is derived from
+the summed cycles by the collector, for either path.
 """
 
 from __future__ import annotations
@@ -32,7 +36,7 @@ try:
 except ImportError:  # pragma: no cover - torch brings numpy; without it every launch takes the exact path
     np = None
 
-from .aggregate import CALLS, CYCLES, TIME, WARPS, ScopeNames, _ns_per_cycle
+from .aggregate import ScopeNames
 from .decode import CLOCK_HI_MASK, HEADER_BYTES, PREAMBLE, RECORD_BYTES, SCOPE_MASK, SCOPE_SHIFT, cta_block_bytes
 
 #: at most this many scope ids (8 bits in the tag)
@@ -57,11 +61,11 @@ class KernelTables:
             self.by_rank = sorted(ids, key=lambda i: self.paths[i])
 
 
-def aggregate(items, tables: KernelTables, sm_clock_khz, whole=None, offsets=None):
-    """``items``: [(launch, data)] of one kernel; ``sm_clock_khz(launch)`` gives the launch's clock.
+def aggregate(items, tables: KernelTables, routes, whole=None, offsets=None):
+    """``items``: [(launch, data)] of one kernel; ``routes``: each launch's route number (ints from 0).
     With ``whole`` and ``offsets`` (item ``i``'s data is ``whole[offsets[i]:]``), launches that lie
     back to back are viewed as one array instead of one per launch.
-    Returns the per-launch results (see the module doc) or None for the exact path."""
+    Returns ``(spans, entries)`` (see the module doc) or None for the exact path."""
     if not tables.ok:
         return None
     info = tables.info
@@ -118,15 +122,15 @@ def aggregate(items, tables: KernelTables, sm_clock_khz, whole=None, offsets=Non
     if (written > capacity).any():
         return None
 
-    # spans: the last CTA's copy end minus the first CTA's entry, per launch (exact Python ints)
+    # spans: the last CTA's copy end minus the first CTA's entry, per launch (globaltimer ns < 2**63)
     u64 = blocks[:, 4:10].astype(np.uint64)
-    start_ns = u64[:, 0] | (u64[:, 1] << np.uint64(32))
-    end_ns = u64[:, 4] | (u64[:, 5] << np.uint64(32))
-    spans = [e - s for e, s in zip(np.maximum.reduceat(end_ns, first_row).tolist(),
-                                   np.minimum.reduceat(start_ns, first_row).tolist())]
+    start_ns = (u64[:, 0] | (u64[:, 1] << np.uint64(32))).astype(np.int64)
+    end_ns = (u64[:, 4] | (u64[:, 5] << np.uint64(32))).astype(np.int64)
+    spans = np.maximum.reduceat(end_ns, first_row) - np.minimum.reduceat(start_ns, first_row)
     most = int(written.max())
     if most == 0:
-        return [(span, []) for span in spans]
+        return spans, []
+    row_route = np.asarray(routes, dtype=np.int64)[row_launch]
 
     # only the first `most` record slots of each segment (no ring wrapped: they are in time order)
     end = seg0 + nseg * seg_bytes // 4
@@ -172,7 +176,7 @@ def aggregate(items, tables: KernelTables, sm_clock_khz, whole=None, offsets=Non
     if fold == 1:
         unit = iv_g
         dur = iv_end - iv_start
-        key = row_launch[iv_row] * MAX_IDS + rank
+        key = row_route[iv_row] * MAX_IDS + rank
     else:
         warp = np.asarray(segs, dtype=np.int64)[iv_g % nseg]
         u = np.zeros_like(warp) if fold is None else warp // fold + 1
@@ -192,9 +196,10 @@ def aggregate(items, tables: KernelTables, sm_clock_khz, whole=None, offsets=Non
         hi = np.maximum.reduceat(iv_end[group], starts)
         unit = unit[group][starts]
         dur = hi - lo
-        key = row_launch[unit // (num_warps + 2)] * MAX_IDS + rank[group][starts]
+        key = row_route[unit // (num_warps + 2)] * MAX_IDS + rank[group][starts]
 
-    # per (launch, scope): summed cycles, calls, distinct units; keys sorted = launch order, then path order
+    # per (route, scope): summed cycles, calls, distinct units (a unit key includes its CTA row, so
+    # units of different launches never coincide); keys sorted = route order, then path order
     units = rows * (max(nseg, num_warps) + 2) + 1  # more than any unit key
     o = np.argsort(key * units + unit, kind="stable")
     pair = (key * units + unit)[o]
@@ -205,13 +210,9 @@ def aggregate(items, tables: KernelTables, sm_clock_khz, whole=None, offsets=Non
     distinct = np.concatenate(([1], (pair[1:] != pair[:-1]).astype(np.int64)))
     warps = np.add.reduceat(distinct, kb)
 
-    out = [(span, []) for span in spans]
     paths, by_rank = tables.paths, tables.by_rank
-    launches = [launch for launch, _ in items]
-    ns = [None] * n_launch
+    entries = []
     for k, c, calls_k, w in zip(ks[kb].tolist(), total.tolist(), calls.tolist(), warps.tolist()):
-        li, r = divmod(k, MAX_IDS)
-        if ns[li] is None:
-            ns[li] = _ns_per_cycle(sm_clock_khz(launches[li]))
-        out[li][1].append((paths[by_rank[r]], ((CYCLES, c), (CALLS, calls_k), (WARPS, w), (TIME, c * ns[li]))))
-    return out
+        route, r = divmod(k, MAX_IDS)
+        entries.append((route, paths[by_rank[r]], c, calls_k, w))
+    return spans, entries

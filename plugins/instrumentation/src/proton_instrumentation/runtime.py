@@ -48,10 +48,13 @@ class LaunchHooks:
         self.backend = backend
         self.local = threading.local()
         self.kernels = REGISTRY.kernels
+        self.pending = backend.allocator.local  # where the allocator leaves (arena, offset, nbytes)
 
     def enter(self, meta) -> None:
         backend = self.backend
-        pending = backend.allocator.take()
+        slots = self.pending.__dict__
+        pending = slots.get("pending")
+        slots["pending"] = None
         self.local.launch = None  # a launch that failed before its exit hook is not submitted by the next one
         data = _launch_data(meta)
         function = data.get("function")
