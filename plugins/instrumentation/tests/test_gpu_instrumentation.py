@@ -304,8 +304,9 @@ def _our_backend():
 
 
 def test_a_long_run_keeps_memory_bounded_and_decodes_every_launch(tmp_path):
-    """20 000 launches: outstanding copies, staging buffers and RSS stay bounded while the run goes on
-    (copies are decoded as they complete), and the profile has every launch."""
+    """20 000 launches: launches share batched copies, outstanding launches and batches, staging
+    buffers and RSS stay bounded while the run goes on (batches are decoded as they complete), and
+    the profile has every launch."""
     x, out = buffers()
     launches, warm = 20_000, 2_000
     proton.start(str(tmp_path / "long"), backend="instrumentation")
@@ -314,7 +315,6 @@ def test_a_long_run_keeps_memory_bounded_and_decodes_every_launch(tmp_path):
         run_two_loops(x, out, n=8)
     torch.cuda.synchronize()
     rss_warm = _rss_bytes()
-    created_warm = backend.device.pool.created
     most = 0
     for i in range(launches - warm):
         run_two_loops(x, out, n=8)
@@ -322,19 +322,66 @@ def test_a_long_run_keeps_memory_bounded_and_decodes_every_launch(tmp_path):
             most = max(most, backend.outstanding())
     torch.cuda.synchronize()
     rss_end = _rss_bytes()
-    outstanding_end, peak, retired = backend.outstanding(), backend.peak_outstanding, backend.retired
-    created_end = backend.device.pool.created
+    outstanding_end, peak, retired = backend.outstanding(), backend.allocator.peak_batches, backend.retired
+    created_end, issued = backend.device.pool.created, backend.allocator.issued
     proton.finalize()
     root = load_profile(tmp_path / "long.hatchet")[0]
     kernel = child(root, "two_loops")
     one, four = metrics(child(kernel, "one")), metrics(child(kernel, "four"))
-    print(f"\nlong run: {launches} launches, RSS {rss_warm / 2**20:.0f} -> {rss_end / 2**20:.0f} MiB, peak outstanding "
-          f"{peak}, outstanding at the end {outstanding_end}, staging buffers {created_warm} -> {created_end}, "
-          f"decoded before finalize {retired}")
+    print(f"\nlong run: {launches} launches in {issued} copies back, RSS {rss_warm / 2**20:.0f} -> "
+          f"{rss_end / 2**20:.0f} MiB, peak queued batches {peak}, most launches outstanding {most}, at the end "
+          f"{outstanding_end}, staging buffers {created_end}, decoded before finalize {retired}")
     assert kernel["metrics"]["count"] == launches
     assert one[CALLS] == four[CALLS] == launches * GRID * NUM_WARPS
     assert root["metrics"].get("dropped", 0) == 0
-    assert peak <= backend.max_copies + 1 and outstanding_end < backend.max_copies
-    assert retired >= launches - backend.max_copies  # decoded during the run, not all at the flush
-    assert created_end - created_warm <= backend.retire_batch  # staging recycled (the old code: one per launch)
-    assert rss_end - rss_warm < 64 << 20, (rss_warm, rss_end)  # 18 000 launches' 66 KB copies would be 2.3 GB
+    assert issued * 32 <= launches  # batched: 63 launches of 66 560 bytes per 4 MiB arena (per-launch: 20 000)
+    assert peak <= backend.max_batches + 1
+    assert most <= backend.max_outstanding and outstanding_end <= backend.max_outstanding
+    assert retired >= launches - backend.max_outstanding  # decoded during the run, not all at the flush
+    assert created_end <= backend.max_batches + 1  # staging recycled: at most one per queued batch
+    assert rss_end - rss_warm < 64 << 20, (rss_warm, rss_end)  # 18 000 launches' 66 KB copies would be 1.2 GB
+
+
+def test_batches_on_two_streams_a_grid_larger_than_the_arena_and_issues_from_another_thread(tmp_path,
+                                                                                           monkeypatch):
+    """Small arenas (256 KiB: 3 launches of grid 8), launches alternating between two streams, a grid of
+    64 CTAs (520 KiB: the arena grows), and another thread forcing batches out while launches go on
+    (what drain does): every record arrives, none twice, none lost, no CTA reads as missing."""
+    import threading
+
+    from proton_instrumentation.buffers import ProfileAllocator
+
+    monkeypatch.setattr(ProfileAllocator, "arena_bytes", 256 << 10)
+    x = torch.ones(128, device="cuda")
+    outs = [torch.empty(64 * 128, device="cuda") for _ in range(2)]
+    streams = [torch.cuda.Stream(), torch.cuda.Stream()]
+    proton.start(str(tmp_path / "s"), backend="instrumentation")
+    backend = _our_backend()
+    stop = threading.Event()
+
+    def poll():
+        while not stop.is_set():
+            backend.allocator.issue_all()
+            time.sleep(0.0005)
+
+    poller = threading.Thread(target=poll)
+    poller.start()
+    try:
+        for i in range(600):
+            with torch.cuda.stream(streams[i % 2]):
+                two_loops[(64 if i % 97 == 0 else GRID,)](x, outs[i % 2], 8, BLOCK=128, num_warps=NUM_WARPS)
+    finally:
+        stop.set()
+        poller.join()
+    torch.cuda.synchronize()
+    issued, grown = backend.allocator.issued, backend.allocator.arenas_made
+    proton.finalize()
+    root = load_profile(tmp_path / "s.hatchet")[0]
+    big = sum(1 for i in range(600) if i % 97 == 0)
+    expected = ((600 - big) * GRID + big * 64) * NUM_WARPS
+    assert metrics(child(root, "two_loops", "one"))[CALLS] == expected
+    assert metrics(child(root, "two_loops", "four"))[CALLS] == expected
+    assert child(root, "two_loops")["metrics"]["count"] == 600
+    assert root["metrics"].get("dropped", 0) == 0
+    assert grown >= 3  # two arenas, at least one grown
+    assert 600 // 15 <= issued < 600  # batches of several launches (a grown arena holds 15)

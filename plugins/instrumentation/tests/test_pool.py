@@ -5,6 +5,7 @@ last use, or if a copy is read or released before it completed; totals are check
 """
 
 import threading
+import types
 
 import pytest
 
@@ -309,3 +310,18 @@ def test_totals_are_those_of_the_per_launch_path(tmp_path, ftriton, monkeypatch,
         assert drop(batched) == drop(single)
         assert all(batched[k][TIME] == pytest.approx(single[k][TIME]) for k in batched)
     assert batched[("other", "one")][CY] == sum(45 + w + i for i in range(40) for w in range(4))
+
+
+def test_slots_are_aligned_as_triton_asks_and_wrap_to_the_bottom(ftriton, monkeypatch):
+    monkeypatch.setattr(ProfileAllocator, "arena_bytes", 8192)
+    alloc = ProfileAllocator(ftriton.device)
+    got = []
+    for size in (100, 300, 256, 1000, 5000, 3000):
+        address = alloc(size, 256, 7)
+        arena, off, n = alloc.take()
+        got.append(off)
+        assert address == arena.base + off and address % 256 == 0 and n == size
+        alloc.commit(types.SimpleNamespace(arena=arena, offset=off, nbytes=size, launch_id=0))
+    # 100 at 0, 300 at 256, 256 at 768, 1000 at 1024, 5000 at 2048; 3000 does not fit: a batch, then 0
+    assert got == [0, 256, 768, 1024, 2048, 0]
+    assert len(alloc.batches) == 1 and alloc.batches[0].nbytes == 2048 + 5000

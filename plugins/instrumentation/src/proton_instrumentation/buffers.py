@@ -115,13 +115,16 @@ class ProfileAllocator:
                 arena = local.arena = self._find(stream, dev)
             bump = arena.bump
             arena.committed = bump  # normally equal; else the previous launch failed before its exit hook
-            off = -(-bump // alignment) * alignment if alignment > 1 else bump
+            base = arena.base
+            off = -(-(base + bump) // alignment) * alignment - base if alignment > 1 else bump
             end = off + size
             if end > arena.capacity:
                 issued = self._issue(arena)  # the owner has nothing in flight: this empties the arena
-                if size > arena.capacity:
-                    self._grow(arena, size)
-                off, end = 0, size
+                off = -base % alignment if alignment > 1 else 0  # 0 but for a base less aligned than asked
+                if off + size > arena.capacity:
+                    self._grow(arena, size + (alignment if off else 0))
+                    off = -arena.base % alignment if alignment > 1 else 0
+                end = off + size
             arena.bump = end
         local.pending = (arena, off, size)
         if issued:
