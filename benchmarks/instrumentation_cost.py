@@ -64,38 +64,10 @@ def check_gpu() -> str:
 
 
 # ------------------------------------------------------------------ worker ----
-try:  # module level: Triton reads a kernel's source and globals from its module
-    import triton
-    import triton.language as tl
-    import triton.profiler.language as pl
-except Exception:  # noqa: BLE001 - reported by check_gpu() as one line
-    triton = None
-
-if triton is not None:
-    @triton.jit
-    def tiny(x):
-        with pl.scope("body"):
-            v = tl.load(x) + 1.0
-        tl.store(x, v)
-
-    @triton.jit
-    def two_loops(x, out, n, BLOCK: tl.constexpr):
-        """The GPU test's kernel: 'one' runs n dependent FMA steps, 'four' 4n."""
-        offs = tl.arange(0, BLOCK)
-        acc = tl.load(x + offs)
-        pl.enter_scope("one")
-        for _ in range(n):
-            acc = acc * 1.0001 + 0.5
-        pl.exit_scope("one")
-        pl.enter_scope("four")
-        for _ in range(4 * n):
-            acc = acc * 1.0001 + 0.5
-        pl.exit_scope("four")
-        tl.store(out + tl.program_id(0) * BLOCK + offs, acc)
-
-
 def _launcher(workload: str):
     import torch
+
+    from proton_instrumentation.testing import tiny, two_loops
 
     if workload == "tiny":
         a = torch.zeros(1, device="cuda")
@@ -123,7 +95,6 @@ def _window(fn, launches: int):
 def worker(config: str, launches: int, windows: int) -> dict:
     import torch
 
-    pl.enable_semantic("triton")
     folder = tempfile.mkdtemp(prefix="instr_cost_")
     if config == "ours":
         import proton_core as proton

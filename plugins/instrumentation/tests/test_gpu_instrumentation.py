@@ -18,7 +18,6 @@ import pytest
 pytestmark = pytest.mark.gpu
 torch = pytest.importorskip("torch")
 triton = pytest.importorskip("triton")
-import triton.language as tl  # noqa: E402
 import triton.profiler.language as pl  # noqa: E402
 from triton.experimental import gluon  # noqa: E402
 from triton.experimental.gluon import language as gl  # noqa: E402
@@ -27,6 +26,7 @@ import proton_core as proton  # noqa: E402
 from proton_core.plugin_api import ProtonError  # noqa: E402
 from proton_core.testing import child, load_profile  # noqa: E402
 from proton_instrumentation import plugin  # noqa: E402
+from proton_instrumentation.testing import two_loops  # noqa: E402
 
 pl.enable_semantic("triton")
 
@@ -39,22 +39,6 @@ def _needs_backend():
     reason = plugin.available()
     if reason is not None or not torch.cuda.is_available():
         pytest.skip(reason or "torch sees no CUDA device")
-
-
-@triton.jit
-def two_loops(x, out, n, BLOCK: tl.constexpr):
-    """'one' runs n dependent FMA steps, 'four' 4n: their cycles should be 1:4."""
-    offs = tl.arange(0, BLOCK)
-    acc = tl.load(x + offs)
-    pl.enter_scope("one")
-    for _ in range(n):
-        acc = acc * 1.0001 + 0.5
-    pl.exit_scope("one")
-    pl.enter_scope("four")
-    for _ in range(4 * n):
-        acc = acc * 1.0001 + 0.5
-    pl.exit_scope("four")
-    tl.store(out + tl.program_id(0) * BLOCK + offs, acc)
 
 
 @gluon.jit

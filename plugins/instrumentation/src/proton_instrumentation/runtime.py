@@ -48,13 +48,11 @@ class LaunchHooks:
         self.backend = backend
         self.local = threading.local()
         self.kernels = REGISTRY.kernels
-        self.pending = backend.allocator.local  # where the allocator leaves (arena, offset, nbytes)
+        self.take = backend.allocator.take  # (arena, offset, nbytes) the allocator left for this launch
 
     def enter(self, meta) -> None:
         backend = self.backend
-        slots = self.pending.__dict__
-        pending = slots.get("pending")
-        slots["pending"] = None
+        pending = self.take()
         self.local.launch = None  # a launch that failed before its exit hook is not submitted by the next one
         data = _launch_data(meta)
         function = data.get("function")
