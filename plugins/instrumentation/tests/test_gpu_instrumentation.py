@@ -369,3 +369,27 @@ def test_batches_on_two_streams_a_grid_larger_than_the_arena_and_issues_from_ano
     assert root["metrics"].get("dropped", 0) == 0
     assert grown >= 3  # two arenas, at least one grown
     assert 600 // 15 <= issued < 600  # batches of several launches (a grown arena holds 15)
+
+
+def test_large_launches_on_the_default_stream_each_reuse_the_arena_without_losing_records(tmp_path):
+    """Grids of 2048 CTAs (17 MB of records each) on the default stream: every launch fills the arena, so
+    the next one's allocation copies it back and zeroes it right before the next kernel. The copy and
+    memset must be ordered with that kernel on the same stream (a memset on another stream once erased
+    one launch's records per session). Synchronizing between launches gives the memset no head start."""
+    grid = 2048
+    x = torch.ones(128, device="cuda")
+    out = torch.empty(grid * 128, device="cuda")
+    proton.start(str(tmp_path / "big"), backend="instrumentation")
+    backend = _our_backend()
+    launches = 6
+    for _ in range(launches):
+        two_loops[(grid,)](x, out, 64, BLOCK=128, num_warps=NUM_WARPS)
+        torch.cuda.synchronize()
+    issued = backend.allocator.issued
+    proton.finalize()
+    root = load_profile(tmp_path / "big.hatchet")[0]
+    assert issued >= launches - 1  # each launch after the first issued its predecessor's batch
+    assert root["metrics"].get("dropped", 0) == 0 and root["metrics"].get("untimed", 0) == 0
+    assert child(root, "two_loops")["metrics"]["count"] == launches
+    assert metrics(child(root, "two_loops", "one"))[CALLS] == launches * grid * NUM_WARPS
+    assert metrics(child(root, "two_loops", "four"))[CALLS] == launches * grid * NUM_WARPS

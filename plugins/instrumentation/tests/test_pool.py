@@ -14,7 +14,7 @@ from fake_triton import Kernel, LazyDict
 from instr_buffers import launch as synth_launch, scope
 from proton_core.testing import child, load_profile
 from proton_instrumentation.backend import InstrumentationBackend
-from proton_instrumentation.buffers import ProfileAllocator, StagingPool, size_class
+from proton_instrumentation.buffers import ProfileAllocator, StagingPool, size_class, torch_stream
 
 TWO = Kernel("two", [(True, "one"), (False, "one"), (True, "four"), (False, "four")])
 OTHER = Kernel("other", [(True, "one"), (False, "one")])
@@ -142,6 +142,30 @@ def test_launches_on_two_streams_use_two_arenas_each_copied_on_its_stream(tmp_pa
     assert sorted(op[:2] for op in dev.ops) == [("copy", 7), ("copy", 8), ("zero", 7), ("zero", 8)]
     assert sorted(op[3] for op in dev.ops if op[0] == "copy") == [10 * LAUNCH, 20 * LAUNCH]
     assert calls_of(tmp_path / "p.hatchet") == 30 * 2 * 4
+
+
+def test_copies_and_memsets_go_to_the_stream_triton_launches_on():
+    """Raw stream 0 (Triton's launches on torch's default stream) is torch's default stream, never
+    ExternalStream(0): in torch 2.11 that is another stream, so a memset queued there after a copy
+    erased the records of the kernel launched next (the tutorial-matmul bug)."""
+    made = []
+
+    class Cuda:
+        @staticmethod
+        def default_stream(device):
+            made.append(("default", device))
+            return ("default", device)
+
+        @staticmethod
+        def ExternalStream(ptr, device=None):
+            made.append(("external", ptr, device))
+            return ("external", ptr, device)
+
+    fake_torch = types.SimpleNamespace(cuda=Cuda)
+    assert torch_stream(fake_torch, 0, 1) == ("default", 1)
+    assert torch_stream(fake_torch, None, 0) == ("default", 0)
+    assert torch_stream(fake_torch, 0x7F00, 1) == ("external", 0x7F00, 1)
+    assert made == [("default", 1), ("default", 0), ("external", 0x7F00, 1)]
 
 
 def test_a_copy_not_yet_complete_is_not_decoded(tmp_path, ftriton, monkeypatch):

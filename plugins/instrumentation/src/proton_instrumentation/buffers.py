@@ -310,6 +310,16 @@ class _Staging:
         self.mv = memoryview(tensor.numpy()).cast("B")
 
 
+def torch_stream(torch, raw, device: int):
+    """The torch stream for the raw ``CUstream`` Triton launches on, so that our copies and memsets are
+    ordered with its kernels. Raw 0 is the legacy default stream, which is ``default_stream(device)``:
+    ``ExternalStream(0)`` is NOT that stream in torch 2.11 (it names a stream of its own), and a memset
+    queued there once erased the records of the kernel launched right after it."""
+    if not raw:
+        return torch.cuda.default_stream(device)
+    return torch.cuda.ExternalStream(int(raw), device=device)
+
+
 class TorchDevice:
     """CUDA through PyTorch: arenas from its caching allocator, pinned host staging, events.
 
@@ -345,7 +355,7 @@ class TorchDevice:
         if s is None:
             if len(self._streams) > 4 * MAX_ARENAS:
                 self._streams.clear()
-            s = self._streams[key] = self.torch.cuda.ExternalStream(int(stream or 0), device=device)
+            s = self._streams[key] = torch_stream(self.torch, stream, device)
         return self.torch.cuda.stream(s)
 
     def arena(self, nbytes: int, stream, device: int):
