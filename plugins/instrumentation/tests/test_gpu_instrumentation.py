@@ -167,22 +167,33 @@ def test_granularity(tmp_path, granularity, units):
     assert four[WARPS] == units and four[CALLS] == units and four[CY] > 0
 
 
-def test_cupti_and_instrumentation_sessions_together(tmp_path):
+def test_cupti_and_instrumentation_sessions_together(tmp_path, monkeypatch):
+    """Kernel times from CUPTI, cycles from instrumentation; the instrumentation's own device work
+    (zeroing arenas when they are made and after each batch: 7 launches fill a 512 KiB arena here) is
+    not a kernel in the CUPTI profile."""
     pytest.importorskip("proton_cupti")
+    from proton_instrumentation.buffers import ProfileAllocator
+
+    monkeypatch.setattr(ProfileAllocator, "arena_bytes", 4 * GRID * 8320)
     x, out = buffers()
     run_two_loops(x, out)  # compiled outside both sessions (uninstrumented cache entry)
     torch.cuda.synchronize()
     proton.start(str(tmp_path / "times"), backend="cupti")
     proton.start(str(tmp_path / "cycles"), backend="instrumentation")
+    backend = _our_backend()
     with proton.scope("step"):
-        for _ in range(3):
+        for _ in range(8):
             run_two_loops(x, out)
     torch.cuda.synchronize()
+    issued = backend.allocator.issued
     proton.finalize()
-    times = child(load_profile(tmp_path / "times.hatchet")[0], "step", "two_loops")
+    step = child(load_profile(tmp_path / "times.hatchet")[0], "step")
+    times = child(step, "two_loops")
     cycles = child(load_profile(tmp_path / "cycles.hatchet")[0], "step", "two_loops")
-    assert times["metrics"]["count"] == 3 and times["metrics"]["time (ns)"] > 0
-    assert metrics(child(cycles, "four"))[CALLS] == 3 * GRID * NUM_WARPS
+    assert issued >= 1  # a batch was copied back and zeroed inside the CUPTI session
+    assert [c["frame"]["name"] for c in step["children"]] == ["two_loops"]
+    assert times["metrics"]["count"] == 8 and times["metrics"]["time (ns)"] > 0
+    assert metrics(child(cycles, "four"))[CALLS] == 8 * GRID * NUM_WARPS
 
 
 def test_kernel_compiled_before_start_warns_naming_it(tmp_path, caplog):
@@ -371,20 +382,22 @@ def test_batches_on_two_streams_a_grid_larger_than_the_arena_and_issues_from_ano
     assert 600 // 15 <= issued < 600  # batches of several launches (a grown arena holds 15)
 
 
-def test_large_launches_on_the_default_stream_each_reuse_the_arena_without_losing_records(tmp_path):
-    """Grids of 2048 CTAs (17 MB of records each) on the default stream: every launch fills the arena, so
-    the next one's allocation copies it back and zeroes it right before the next kernel. The copy and
-    memset must be ordered with that kernel on the same stream (a memset on another stream once erased
-    one launch's records per session). Synchronizing between launches gives the memset no head start."""
-    grid = 2048
+@pytest.mark.parametrize("sync", [True, False], ids=["sync-between", "back-to-back"])
+def test_large_launches_on_the_default_stream_each_reuse_the_arena_without_losing_records(tmp_path, sync):
+    """Grids of 8192 CTAs (68 MB of records each, ~0.6 ms kernels) on the default stream: every launch
+    fills the arena, so the next one's allocation copies it back and zeroes it right before the next
+    kernel. That copy and memset must be on the stream Triton launches on: on another stream the memset
+    erased one launch's records per session (on the H200: 11 of 12 such sessions, every one at this size)."""
+    grid, launches = 8192, 5
     x = torch.ones(128, device="cuda")
     out = torch.empty(grid * 128, device="cuda")
     proton.start(str(tmp_path / "big"), backend="instrumentation")
     backend = _our_backend()
-    launches = 6
     for _ in range(launches):
-        two_loops[(grid,)](x, out, 64, BLOCK=128, num_warps=NUM_WARPS)
-        torch.cuda.synchronize()
+        two_loops[(grid,)](x, out, 2000, BLOCK=128, num_warps=NUM_WARPS)
+        if sync:
+            torch.cuda.synchronize()
+    torch.cuda.synchronize()
     issued = backend.allocator.issued
     proton.finalize()
     root = load_profile(tmp_path / "big.hatchet")[0]

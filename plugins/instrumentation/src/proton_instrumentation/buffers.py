@@ -38,6 +38,8 @@ from __future__ import annotations
 import threading
 from collections import deque
 
+from .cuda_memset import DriverMemset
+
 #: Smallest host staging class (bytes); classes are powers of two from here.
 MIN_STAGING = 4096
 #: Device arena per (thread, device, stream): launches share one copy back per this many bytes.
@@ -321,7 +323,8 @@ def torch_stream(torch, raw, device: int):
 
 
 class TorchDevice:
-    """CUDA through PyTorch: arenas from its caching allocator, pinned host staging, events.
+    """CUDA through PyTorch: arenas from its caching allocator, pinned host staging, events; zeroing
+    through the driver (:mod:`.cuda_memset`: a memset, not a kernel a CUPTI session would show).
 
     Every operation runs on the arena's own stream (whatever thread issues it), so the memset of a
     region follows its copy and precedes the kernels that reuse it without a device-wide sync. An
@@ -343,6 +346,7 @@ class TorchDevice:
         self._events: list = []
         self._streams: dict[tuple, object] = {}
         self.pool = StagingPool(self._new_staging)
+        self.memset = DriverMemset()
 
     def _new_staging(self, size: int) -> _Staging:
         torch = self.torch
@@ -362,7 +366,8 @@ class TorchDevice:
         """A zeroed device region of ``nbytes``, allocated and zeroed on ``stream``: (tensor, address)."""
         torch = self.torch
         with self._on(stream, device):
-            tensor = torch.zeros(nbytes, dtype=torch.uint8, device=f"cuda:{device}")
+            tensor = torch.empty(nbytes, dtype=torch.uint8, device=f"cuda:{device}")
+            self.memset(tensor.data_ptr(), nbytes, stream, device)
         return tensor, tensor.data_ptr()
 
     def copy_region(self, handle, start: int, nbytes: int, stream, device: int) -> HostCopy:
@@ -377,8 +382,8 @@ class TorchDevice:
 
     def zero_region(self, handle, start: int, nbytes: int, stream, device: int) -> None:
         """Queue the memset of ``handle[start:start + nbytes]`` on ``stream`` (after its copy)."""
-        with self._on(stream, device):
-            handle[start:start + nbytes].zero_()
+        with self._on(stream, device):  # the device guard makes its primary context current (cuda_memset)
+            self.memset(handle.data_ptr() + start, nbytes, stream, device)
 
     def ready(self, copy: HostCopy) -> bool:
         return copy.event.query()
