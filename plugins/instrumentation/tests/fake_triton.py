@@ -88,6 +88,21 @@ class FakeDevice:
         self.closed = 0
         self.ops = []
         self.pool = StagingPool(bytearray)
+        self.capture = False  # the launching thread's current stream is being captured into a CUDA graph
+        self.capturing_streams = set()  # streams being captured (what capturing() answers)
+        self.graph_slots = 0
+
+    def capturing_now(self):
+        return self.capture
+
+    def capturing(self, stream):
+        return stream in self.capturing_streams
+
+    def graph_slot(self, nbytes, stream, device):
+        self.graph_slots += 1
+        base = self.ARENA_STRIDE * (10_000 + self.graph_slots)
+        buffer = self.regions[base] = Buffer(nbytes)
+        return buffer, base
 
     def current(self):
         return 0

@@ -406,3 +406,38 @@ def test_large_launches_on_the_default_stream_each_reuse_the_arena_without_losin
     assert child(root, "two_loops")["metrics"]["count"] == launches
     assert metrics(child(root, "two_loops", "one"))[CALLS] == launches * grid * NUM_WARPS
     assert metrics(child(root, "two_loops", "four"))[CALLS] == launches * grid * NUM_WARPS
+
+
+def test_launches_captured_into_a_cuda_graph_leave_the_eager_launches_exact(tmp_path, monkeypatch, caplog):
+    """Launches captured into a CUDA graph get buffers of their own: every replay writes there, so an
+    arena slot would be overwritten under the eager launches that reuse it (small arenas here: 7
+    launches each, reused ~9 times while the graph replays in between). The eager launches on the
+    capturing stream, before and after, are exact; the replays are named once as not recorded."""
+    from proton_instrumentation.buffers import ProfileAllocator
+
+    monkeypatch.setattr(ProfileAllocator, "arena_bytes", 4 * GRID * 8320)
+    x, out = buffers()
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    proton.start(str(tmp_path / "g"), backend="instrumentation")
+    with torch.cuda.stream(side):
+        for _ in range(5):
+            run_two_loops(x, out)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph, stream=side):
+        for _ in range(3):
+            run_two_loops(x, out)
+    with torch.cuda.stream(side):
+        for i in range(60):
+            if i % 5 == 0:
+                graph.replay()
+            run_two_loops(x, out)
+    torch.cuda.synchronize()
+    proton.finalize()
+    root = load_profile(tmp_path / "g.hatchet")[0]
+    kernel = child(root, "two_loops")
+    assert kernel["metrics"]["count"] == 65
+    assert metrics(child(kernel, "one"))[CALLS] == metrics(child(kernel, "four"))[CALLS] == 65 * GRID * NUM_WARPS
+    assert root["metrics"].get("dropped", 0) == 0 and root["metrics"].get("untimed", 0) == 0
+    lines = [m for m in warnings_of(caplog) if "CUDA graph capture" in m]
+    assert len(lines) == 1 and lines[0].startswith("kernel two_loops was launched during CUDA graph capture")

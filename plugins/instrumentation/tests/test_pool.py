@@ -349,3 +349,51 @@ def test_slots_are_aligned_as_triton_asks_and_wrap_to_the_bottom(ftriton, monkey
     # 100 at 0, 300 at 256, 256 at 768, 1000 at 1024, 5000 at 2048; 3000 does not fit: a batch, then 0
     assert got == [0, 256, 768, 1024, 2048, 0]
     assert len(alloc.batches) == 1 and alloc.batches[0].nbytes == 2048 + 5000
+
+
+def test_launches_captured_into_a_cuda_graph_get_slots_of_their_own_and_a_warning(tmp_path, ftriton, caplog):
+    """A captured launch's slot is written by every replay of the graph, so it must never be an arena
+    slot that later launches reuse; its records are never read (replays are invisible to the hooks),
+    and that is said once, naming the kernel. Eager launches around the capture are exact."""
+    dev = ftriton.device
+    proton.start(str(tmp_path / "g"), backend="instrumentation")
+    for _ in range(3):
+        ftriton.launch(TWO, ctas())
+    dev.capture = True
+    for _ in range(4):
+        ftriton.launch(TWO, ctas())
+    dev.capture = False
+    slots = dict(dev.regions)
+    for _ in range(5):
+        ftriton.launch(TWO, ctas())
+    allocator = backend_of(ftriton).allocator
+    assert dev.graph_slots == 4 and len(allocator.graph_slots) == 4
+    proton.finalize()
+    assert allocator.graph_slots == []  # released with the session
+    assert calls_of(tmp_path / "g.hatchet") == 8 * 2 * 4  # the eager launches, all of them
+    assert child(load_profile(tmp_path / "g.hatchet")[0], "two")["metrics"]["count"] == 8
+    graph_bases = [b for b in slots if b >= dev.ARENA_STRIDE * 10_000]
+    assert len(graph_bases) == 4  # the captured launches wrote there, not into the arena
+    lines = [r.getMessage() for r in caplog.records if "CUDA graph capture" in r.getMessage()]
+    assert len(lines) == 1 and lines[0].startswith("kernel two was launched during CUDA graph capture")
+
+
+def test_a_drain_leaves_an_arena_whose_stream_is_being_captured_until_the_capture_ended(ftriton):
+    """Another thread's drain must not queue a copy on a stream under capture (it would join the
+    graph); the arena goes out at the next drain or flush after the capture."""
+    backend = InstrumentationBackend()
+    backend.start(None)
+    try:
+        backend.configure(python_frames=False, trace=False)
+        backend.set_epoch(1)
+        for i in range(6):
+            ftriton.launch(TWO, ctas(), stream=7 if i % 2 else 8)
+        dev = ftriton.device
+        dev.capturing_streams = {7}
+        first = backend.drain()
+        assert first.records[0][-1] == 3 and [op[:2] for op in dev.ops] == [("copy", 8), ("zero", 8)]
+        dev.capturing_streams = set()
+        second = backend.flush()
+        assert second.records[0][-1] == 3 and [op[:2] for op in dev.ops[2:]] == [("copy", 7), ("zero", 7)]
+    finally:
+        backend.stop()

@@ -203,6 +203,12 @@ class InstrumentationBackend(Backend):
             "(a held CompiledKernel or warmup); launch it through its @triton.jit/@gluon.jit function inside "
             "the session to recompile it with instrumentation"))
 
+    def note_captured(self, kernel: str) -> None:
+        self.collector.warn_once((kernel, "graph"), (
+            f"kernel {kernel} was launched during CUDA graph capture: the instrumentation backend reads back "
+            "eager launches only, so the graph's replays of it are not in the profile (launch it outside the "
+            "graph to see its scopes)"))
+
     def note_skipped(self, info, kernel: str) -> None:
         with self.lock:
             self.collector.dropped += 1

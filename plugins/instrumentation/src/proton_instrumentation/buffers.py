@@ -30,7 +30,15 @@ The device work goes through a small interface (:class:`TorchDevice` on a GPU; t
 fake with the same methods): ``current()``, ``arena(nbytes, stream, device) -> (handle, address)``
 (zeroed, ordered on ``stream``), ``copy_region(handle, start, nbytes, stream, device) -> copy``,
 ``zero_region(handle, start, nbytes, stream, device)``, ``ready(copy)``, ``wait(copy)``,
-``data(copy)``, ``release(copy)``, ``close()``, ``properties(device)``.
+``data(copy)``, ``release(copy)``, ``close()``, ``properties(device)``, and for CUDA graphs
+``capturing_now()`` (the launching thread's current stream is being captured: once per launch),
+``capturing(stream)`` (once per batch) and ``graph_slot(nbytes, stream, device) -> (handle, address)``.
+
+**CUDA graphs.** A launch captured into a graph gets a buffer of its own, kept until the session
+ends and never part of an arena: each replay of the graph writes there, so an arena slot would be
+overwritten under later launches. Its records are never read (replays are not seen by any hook), and
+the backend says so once per kernel. An arena whose stream is being captured is not issued until the
+capture ended: a copy queued then would become part of the graph.
 """
 
 from __future__ import annotations
@@ -38,7 +46,7 @@ from __future__ import annotations
 import threading
 from collections import deque
 
-from .cuda_memset import DriverMemset
+from .cuda_driver import CudaDriver
 
 #: Smallest host staging class (bytes); classes are powers of two from here.
 MIN_STAGING = 4096
@@ -48,6 +56,10 @@ ARENA_BYTES = 4 << 20
 MAX_BATCH_LAUNCHES = 512
 #: Arenas kept; past this the idle ones are issued and dropped.
 MAX_ARENAS = 64
+
+
+#: What ``take()`` returns for a launch captured into a CUDA graph (its slot is its own, never read).
+CAPTURED = ("captured",)
 
 
 def size_class(nbytes: int) -> int:
@@ -102,6 +114,8 @@ class ProfileAllocator:
         self.issued = 0  #: batches issued so far
         self.peak_batches = 0  #: most batches queued at once
         self.arenas_made = 0
+        self.capturing_now = device.capturing_now
+        self.graph_slots: list = []  #: buffers of launches captured into CUDA graphs (kept until close)
 
     # ------------------------------------------------------- launch path ----
     def __call__(self, size: int, alignment: int, stream):
@@ -110,6 +124,9 @@ class ProfileAllocator:
         the lock) when making room issued a batch."""
         dev = self.current()
         local = self.local
+        if self.capturing_now():
+            local.pending = CAPTURED
+            return self._graph_slot(size, alignment, stream, dev)
         arena = local.__dict__.get("arena")
         issued = False
         with self.lock:
@@ -132,6 +149,14 @@ class ProfileAllocator:
         if issued:
             self.on_issue()
         return arena.base + off
+
+    def _graph_slot(self, size: int, alignment: int, stream, dev) -> int:
+        """A slot for a launch captured into a CUDA graph: its own device buffer, held until the session
+        ends and never reused by an arena (every replay writes there); its records are never read."""
+        handle, address = self.device.graph_slot(size + alignment, stream, dev)
+        with self.lock:
+            self.graph_slots.append(handle)
+        return address + (-address % alignment if alignment > 1 else 0)
 
     def take(self):
         """``(arena, offset, nbytes)`` of the launch now entering on this thread (None: the kernel is
@@ -186,11 +211,15 @@ class ProfileAllocator:
         arena.capacity = capacity
         self.arenas_made += 1
 
-    def _issue(self, arena: Arena) -> bool:
+    def _issue(self, arena: Arena, other_thread: bool = False) -> bool:
         """Lock held: copy back and zero the committed, not yet issued part of ``arena``. True: a batch
-        with launches was queued."""
+        with launches was queued. ``other_thread``: not called by the arena's launching thread (whose
+        stream is then known not to be capturing), so an arena whose stream is being captured into a
+        CUDA graph is left for later: a copy queued now would join the graph."""
         start, end = arena.start, arena.committed
         queued = False
+        if other_thread and end > start and self.device.capturing(arena.stream):
+            return False
         if end > start:
             device = self.device
             launches = arena.launches
@@ -218,7 +247,7 @@ class ProfileAllocator:
             alive = arena.thread.is_alive()
             if not alive:
                 arena.committed = arena.bump  # its thread is gone: nothing can be in flight
-            self._issue(arena)
+            self._issue(arena, other_thread=True)
             if arena.bump == 0 and (everything or not alive):
                 arena.closed = True
                 del self.arenas[key]
@@ -252,6 +281,7 @@ class ProfileAllocator:
             for arena in self.arenas.values():
                 arena.closed = True
             self.arenas = {}
+            self.graph_slots = []  # back to the graphs' private pools: only their replays write there
             batches, self.batches = list(self.batches), deque()
             self.batch_bytes = self.batch_launches = 0
         return batches
@@ -324,7 +354,7 @@ def torch_stream(torch, raw, device: int):
 
 class TorchDevice:
     """CUDA through PyTorch: arenas from its caching allocator, pinned host staging, events; zeroing
-    through the driver (:mod:`.cuda_memset`: a memset, not a kernel a CUPTI session would show).
+    through the driver (:mod:`.cuda_driver`: a memset, not a kernel a CUPTI session would show).
 
     Every operation runs on the arena's own stream (whatever thread issues it), so the memset of a
     region follows its copy and precedes the kernels that reuse it without a device-wide sync. An
@@ -346,7 +376,10 @@ class TorchDevice:
         self._events: list = []
         self._streams: dict[tuple, object] = {}
         self.pool = StagingPool(self._new_staging)
-        self.memset = DriverMemset()
+        self.driver = CudaDriver()
+        # Per launch: Triton launches on torch's current stream, whose capture state torch reads cheaply.
+        self.capturing_now = getattr(torch._C, "_cuda_isCurrentStreamCapturing", None) or \
+            torch.cuda.is_current_stream_capturing
 
     def _new_staging(self, size: int) -> _Staging:
         torch = self.torch
@@ -367,7 +400,7 @@ class TorchDevice:
         torch = self.torch
         with self._on(stream, device):
             tensor = torch.empty(nbytes, dtype=torch.uint8, device=f"cuda:{device}")
-            self.memset(tensor.data_ptr(), nbytes, stream, device)
+            self.driver.memset(tensor.data_ptr(), nbytes, stream, device)
         return tensor, tensor.data_ptr()
 
     def copy_region(self, handle, start: int, nbytes: int, stream, device: int) -> HostCopy:
@@ -380,10 +413,23 @@ class TorchDevice:
             event.record()
         return HostCopy(size, staging, event, nbytes)
 
+    def capturing(self, stream) -> bool:
+        """Whether ``stream`` is being captured into a CUDA graph (or cannot be asked: then it is left
+        alone too). Once per batch."""
+        return self.driver.capturing(stream)
+
+    def graph_slot(self, nbytes: int, stream, device: int):
+        """A buffer for a captured launch, from the capturing graph's private pool (unzeroed: it is never
+        read): (tensor, address)."""
+        torch = self.torch
+        with self._on(stream, device):
+            tensor = torch.empty(nbytes, dtype=torch.uint8, device=f"cuda:{device}")
+        return tensor, tensor.data_ptr()
+
     def zero_region(self, handle, start: int, nbytes: int, stream, device: int) -> None:
         """Queue the memset of ``handle[start:start + nbytes]`` on ``stream`` (after its copy)."""
-        with self._on(stream, device):  # the device guard makes its primary context current (cuda_memset)
-            self.memset(handle.data_ptr() + start, nbytes, stream, device)
+        with self._on(stream, device):  # the device guard makes its primary context current (cuda_driver)
+            self.driver.memset(handle.data_ptr() + start, nbytes, stream, device)
 
     def ready(self, copy: HostCopy) -> bool:
         return copy.event.query()

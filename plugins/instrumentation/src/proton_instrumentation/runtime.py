@@ -19,6 +19,7 @@ from __future__ import annotations
 import threading
 import time
 
+from .buffers import CAPTURED
 from .registry import REGISTRY, KernelInfo
 
 
@@ -57,6 +58,10 @@ class LaunchHooks:
         data = _launch_data(meta)
         function = data.get("function")
         info = self.kernels.get(function)
+        if pending is CAPTURED:
+            if backend.epoch:
+                backend.note_captured(data.get("name") or "?")
+            return
         if pending is None:
             if backend.epoch and info is None and function:
                 backend.note_not_instrumented(data.get("name") or "?")

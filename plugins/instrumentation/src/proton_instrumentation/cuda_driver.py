@@ -1,4 +1,6 @@
-"""Zeroing profile arenas with the driver's ``cuMemsetD8Async``, on the raw stream Triton launches on.
+"""The two CUDA driver calls the buffers make themselves: zeroing arenas (``cuMemsetD8Async``, on the
+raw stream Triton launches on) and asking whether a stream is being captured into a CUDA graph
+(``cuStreamIsCapturing``).
 
 Why not ``tensor.zero_()``: that is a torch fill kernel, and a ``cupti`` session running beside ours
 (issue 20's "kernel times from CUPTI, cycles from instrumentation") would show it as a kernel the user
@@ -21,11 +23,11 @@ from proton_core.plugin_api import ProtonError
 CUDA_ERROR_INVALID_CONTEXT = 201
 
 
-class DriverMemset:
-    """``memset(address, nbytes, stream, device)``: zero ``nbytes`` at device ``address`` on ``stream``."""
+class CudaDriver:
+    """``libcuda`` through ctypes (``lib``: a stand-in in the CPU tests); torch has loaded it already."""
 
     def __init__(self, lib=None) -> None:
-        lib = lib if lib is not None else ctypes.CDLL("libcuda.so.1")  # torch has loaded it already
+        lib = lib if lib is not None else ctypes.CDLL("libcuda.so.1")
         self._memset = lib.cuMemsetD8Async
         self._memset.argtypes = [ctypes.c_uint64, ctypes.c_ubyte, ctypes.c_size_t, ctypes.c_void_p]
         self._memset.restype = ctypes.c_int
@@ -36,8 +38,18 @@ class DriverMemset:
         self._set_current = lib.cuCtxSetCurrent
         self._set_current.argtypes = [ctypes.c_void_p]
         self._contexts: dict[int, ctypes.c_void_p] = {}
+        self._is_capturing = lib.cuStreamIsCapturing
+        self._is_capturing.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_int)]
+        self._is_capturing.restype = ctypes.c_int
 
-    def __call__(self, address: int, nbytes: int, stream, device: int) -> None:
+    def capturing(self, stream) -> bool:
+        """``stream`` is being captured into a CUDA graph, or the driver cannot say (the legacy stream
+        while another stream captures answers with an error): then nothing may be queued on it."""
+        status = ctypes.c_int(0)
+        return bool(self._is_capturing(stream or None, ctypes.byref(status)) or status.value)
+
+    def memset(self, address: int, nbytes: int, stream, device: int) -> None:
+        """Zero ``nbytes`` at device ``address``, queued on ``stream``."""
         if nbytes <= 0:
             return
         code = self._memset(address, 0, nbytes, stream or None)
