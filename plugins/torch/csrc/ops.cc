@@ -484,6 +484,46 @@ bool transparent(const char* name) {
   }
 }
 
+// Operators that only make a view or read metadata: no kernel of their own (resolve_conj/resolve_neg
+// materialize a conjugated or negated tensor through a clone, which is recorded in its own right), so
+// outside a trace their nodes never show. Half of a training step's records are these; they are passed
+// over (no frame, no context switch), which leaves the cost torch pays to build them.
+bool metadata_only(const char* name) {
+  if (name[0] == 'd') return streq(name, "detach");  // autograd's own record of detach
+  if (!(name[0] == 'a' && name[1] == 't' && name[2] == 'e' && name[3] == 'n' && name[4] == ':' && name[5] == ':'))
+    return false;
+  const char* n = name + 6;
+  switch (n[0]) {
+    case 't': return streq(n, "t") || streq(n, "transpose");
+    case 'a': return streq(n, "as_strided") || streq(n, "alias");
+    case 'v': return streq(n, "view") || streq(n, "view_as");
+    case 'e': return streq(n, "expand") || streq(n, "expand_as");
+    case 'd': return streq(n, "detach");
+    case 'p': return streq(n, "permute");
+    case 'u': return streq(n, "unsqueeze") || streq(n, "unbind");
+    case 's': return streq(n, "squeeze") || streq(n, "slice") || streq(n, "select") || streq(n, "split") ||
+                     streq(n, "split_with_sizes");
+    case 'r': return streq(n, "resolve_conj") || streq(n, "resolve_neg");
+    case 'n': return streq(n, "narrow");
+    case '_': return streq(n, "_reshape_alias") || streq(n, "_unsafe_view");
+    default: return false;
+  }
+}
+
+// An operator autograd recorded (its sequence number) created a backward function: remember the context
+// ``ctx`` its backward work goes under (the operator's own, or the enclosing one's for a passed-over view).
+void remember_sequence(ThreadState& ts, const at::RecordFunction& rf, uint64_t ctx) {
+  int64_t seq = rf.seqNr();
+  if (seq < 0) return;
+  if (ts.ring == nullptr) {
+    auto* ring = new SeqRing();
+    std::lock_guard<std::mutex> g(g_rings_mu);
+    g_rings[rf_thread(ts)] = ring;
+    ts.ring = ring;
+  }
+  ring_write(ts.ring, seq, ctx);
+}
+
 std::unique_ptr<at::ObserverContext> on_enter(const at::RecordFunction& rf) {
   if (!g_on.load(std::memory_order_relaxed)) return nullptr;
   try {
@@ -497,6 +537,10 @@ std::unique_ptr<at::ObserverContext> on_enter(const at::RecordFunction& rf) {
     }
     if (name[0] == 'a' && name[1] == 'u' && starts_with(name, kEnginePrefix, sizeof kEnginePrefix - 1)) {
       push(ts, rf, name, cur, cur, kEngine, false);
+      return nullptr;
+    }
+    if (!g_tracing.load(std::memory_order_relaxed) && metadata_only(name)) {
+      remember_sequence(ts, rf, cur);
       return nullptr;
     }
     if (transparent(name)) {
@@ -523,16 +567,7 @@ std::unique_ptr<at::ObserverContext> on_enter(const at::RecordFunction& rf) {
     } else {
       ctx = lookup_operator(ts, cur, name);
     }
-    int64_t seq = rf.seqNr();
-    if (seq >= 0) {
-      if (ts.ring == nullptr) {
-        auto* ring = new SeqRing();
-        std::lock_guard<std::mutex> g(g_rings_mu);
-        g_rings[rf_thread(ts)] = ring;
-        ts.ring = ring;
-      }
-      ring_write(ts.ring, seq, ctx);
-    }
+    remember_sequence(ts, rf, ctx);
     push(ts, rf, name, ctx, cur, kOp, true);
   } catch (...) {
     g_callback_errors.fetch_add(1, std::memory_order_relaxed);
@@ -563,7 +598,10 @@ void on_exit(const at::RecordFunction& rf, at::ObserverContext*) {
   size_t i = frames.size();
   while (i > 0 && frames[i - 1].rf != &rf) --i;
   if (i == 0) {
-    if (g_on.load(std::memory_order_relaxed)) g_misnested.fetch_add(1, std::memory_order_relaxed);
+    if (g_on.load(std::memory_order_relaxed)) {
+      const char* name = rf.name();
+      if (name == nullptr || !metadata_only(name)) g_misnested.fetch_add(1, std::memory_order_relaxed);
+    }
     return;
   }
   try {

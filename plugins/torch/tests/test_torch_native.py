@@ -110,8 +110,9 @@ def test_the_scope_around_backward_keeps_the_backward_pass(tmp_path, native_fake
     assert count(bwd, "aten::mse_loss", "MseLossBackward0", "aten::mse_loss_backward", "cpu_mse_loss_backward") == 1
     # forward keeps only forward work
     assert names(child(root, "step", "Net", "fc2", "aten::linear", "aten::addmm")) == ["cpu_addmm"]
-    # AccumulateGrad has no forward operator: under the backward scope, grouped by its node
-    assert count(bwd, "torch::autograd::AccumulateGrad", "aten::detach", "cpu_detach") == 4
+    # AccumulateGrad has no forward operator: under the backward scope, grouped by its node; the view
+    # operator inside it is passed over (this emulated kernel of it lands on the node around it)
+    assert count(bwd, "torch::autograd::AccumulateGrad", "cpu_detach") == 4
 
 
 def test_scopes_around_forward_stay_out_of_the_backward_pass(tmp_path, native_fake):
@@ -280,6 +281,38 @@ def test_trace_sessions_get_an_event_per_operator(tmp_path, native_fake):
     ops_ = [e for e in events if e.get("ph") == "X" and e.get("name") in ("aten::addmm", "AddmmBackward0")]
     assert {e["name"] for e in ops_} == {"aten::addmm", "AddmmBackward0"}, ops_[:3]
     assert len([e for e in ops_ if e["name"] == "aten::addmm"]) == 2
+    # view operators, passed over in a tree session (no kernels), are events in a trace
+    assert {"aten::t", "aten::transpose"} <= {e.get("name") for e in events if e.get("ph") == "X"}
+
+
+def test_view_operators_are_passed_over_and_their_backward_work_goes_to_the_operator_around_them(tmp_path,
+                                                                                             native_fake):
+    """aten::expand (a view) has no node of its own in a tree session; the kernel of its backward function
+    (ExpandBackward0 sums the gradient) sits under the module it ran in, through its sequence number;
+    nothing reads as misnested."""
+
+    class Scale(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.ones(1, 8))
+
+        def forward(self, x):
+            return (self.w.expand(5, 8) * x).sum()
+
+    model = Scale()
+    C.reset_stats()
+    with KernelEmulator(native_fake):
+        proton.start(str(tmp_path / "v"), backend="fake", hook="torch")
+        with proton.scope("step"):
+            model(torch.randn(5, 8)).backward()
+        proton.finalize()
+    root = load_profile(str(tmp_path / "v.hatchet"))[0]
+    scale = child(root, "step", "Scale")
+    assert "aten::expand" not in str(root)
+    assert count(scale, "aten::mul", "cpu_mul") == 1
+    assert count(scale, "ExpandBackward0", "aten::sum", "cpu_sum") == 1
+    stats = C.stats()
+    assert stats["misnested"] == 0 and stats["callback_errors"] == 0, stats
 
 
 def test_modules_run_inside_a_backward_function_nest_under_it(tmp_path, native_fake):
@@ -461,3 +494,26 @@ def test_a_build_without_torch_says_how_to_build_the_extension(monkeypatch):
     with pytest.raises(native.NativeUnavailable, match="built without torch, so without its native extension; "
                                                        "install torch first, then pip install --no-build-isolation"):
         native.load()
+
+
+def test_a_fullgraph_compile_inside_a_native_session_traces_without_a_break(tmp_path, native_fake):
+    """Dynamo traces our nn.Module.__call__ wrapper (it was imported before the wrapper went in); the
+    wrapper's compile check makes it the plain call there, so nothing of ours enters the graph (a
+    break is an error with fullgraph=True). Eager calls in the same session keep their module path."""
+    import torch._dynamo.utils  # before the session: Dynamo then sees our wrapper as a patched __call__ and traces it
+
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU())
+    x = torch.ones(2, 4)
+    proton.start(str(tmp_path / "c"), backend="fake", hook="torch")
+    assert torch_ops.current_mode() == "native"
+    assert torch._dynamo.utils.unpatched_nn_module_call is not torch.nn.Module.__call__
+    compiled = torch.compile(model, backend="eager", fullgraph=True)
+    with proton.scope("compiled"):  # (outside the kernel emulator: Dynamo refuses any dispatch mode)
+        got = compiled(x)
+    with KernelEmulator(native_fake), proton.scope("eager"):
+        want = model(x)
+    proton.finalize()
+    assert torch.equal(got, want)
+    root = load_profile(tmp_path / "c.hatchet")[0]
+    assert count(root, "eager", "Sequential", "0", "aten::linear", "aten::addmm", "cpu_addmm") == 1
+    assert count(root, "eager", "Sequential", "1", "aten::relu", "cpu_relu") == 1

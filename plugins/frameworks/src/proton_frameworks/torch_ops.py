@@ -265,10 +265,15 @@ _DYNAMO_HOLDERS = ("torch._dynamo.utils", "torch._dynamo.variables.nn_module")
 
 
 def _compiling(torch):
-    """torch.compile's "am I tracing" test (a constant to dynamo), or one that is always False."""
+    """Dynamo's "am I tracing" test (a constant True to Dynamo, False in eager), or one that is always
+    False. ``is_dynamo_compiling`` is one Python call returning False in eager; ``is_compiling`` (the
+    fallback for older torch) costs two (it asks ``torch.jit.is_scripting`` first), on every module call."""
     compiler = getattr(torch, "compiler", None)
-    test = getattr(compiler, "is_compiling", None)
-    return test if callable(test) else (lambda: False)
+    for name in ("is_dynamo_compiling", "is_compiling"):
+        test = getattr(compiler, name, None)
+        if callable(test):
+            return test
+    return lambda: False
 
 
 # --------------------------------------------------------------- install ----
