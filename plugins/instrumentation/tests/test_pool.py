@@ -4,6 +4,7 @@ The fake device (fake_triton.py) fails a test if a kernel gets a slot that was n
 last use, or if a copy is read or released before it completed; totals are checked exactly.
 """
 
+import contextlib
 import threading
 import types
 
@@ -35,6 +36,19 @@ def small_arena(monkeypatch, launches=7, max_batch=None):
     monkeypatch.setattr(ProfileAllocator, "arena_bytes", launches * LAUNCH)
     if max_batch is not None:
         monkeypatch.setattr(ProfileAllocator, "max_batch", max_batch)
+
+
+@contextlib.contextmanager
+def running_backend():
+    """The backend alone (no core session): started, epoch 1, stopped at the end."""
+    backend = InstrumentationBackend()
+    backend.start(None)
+    try:
+        backend.configure(python_frames=False, trace=False)
+        backend.set_epoch(1)
+        yield backend
+    finally:
+        backend.stop()
 
 
 def calls_of(path, kernel="two", scope_name="one"):
@@ -114,11 +128,7 @@ def test_a_launch_larger_than_the_arena_grows_it_after_copying_what_is_there(tmp
 
 
 def test_flush_mid_arena_copies_what_is_used_and_starts_over(ftriton):
-    backend = InstrumentationBackend()
-    backend.start(None)
-    try:
-        backend.configure(python_frames=False, trace=False)
-        backend.set_epoch(1)
+    with running_backend() as backend:
         for _ in range(10):
             ftriton.launch(TWO, ctas())
         first = backend.flush()
@@ -128,8 +138,6 @@ def test_flush_mid_arena_copies_what_is_used_and_starts_over(ftriton):
         second = backend.flush()
         assert second.records[0][-1] == 5 and ftriton.device.ops[-2][2:] == (0, 5 * LAUNCH)
         assert backend.flush().records == [] and len(ftriton.device.copies) == 2  # nothing new: no copy
-    finally:
-        backend.stop()
 
 
 def test_launches_on_two_streams_use_two_arenas_each_copied_on_its_stream(tmp_path, ftriton):
@@ -247,11 +255,7 @@ def test_stop_returns_every_buffer(ftriton, monkeypatch):
 def test_a_drain_while_a_launch_is_in_flight_leaves_its_slot_for_the_next_batch(ftriton):
     """Another thread's drain between a launch's allocation and its exit hook (here: the same thread,
     which ``issue_all`` does not tell apart) copies and zeroes only the committed launches."""
-    backend = InstrumentationBackend()
-    backend.start(None)
-    try:
-        backend.configure(python_frames=False, trace=False)
-        backend.set_epoch(1)
+    with running_backend() as backend:
         for _ in range(3):
             ftriton.launch(TWO, ctas())
         compiled = ftriton.compile(TWO)
@@ -266,16 +270,10 @@ def test_a_drain_while_a_launch_is_in_flight_leaves_its_slot_for_the_next_batch(
         second = backend.flush()
         assert second.records[0][-1] == 2 and ftriton.device.ops[-2] == ("copy", 7, 3 * LAUNCH, 2 * LAUNCH)
         assert backend.allocator.local.arena.bump == 0  # all issued: the arena starts over
-    finally:
-        backend.stop()
 
 
 def test_a_launch_that_failed_before_its_exit_hook_is_skipped(ftriton):
-    backend = InstrumentationBackend()
-    backend.start(None)
-    try:
-        backend.configure(python_frames=False, trace=False)
-        backend.set_epoch(1)
+    with running_backend() as backend:
         compiled = ftriton.compile(TWO)
         ftriton.launch(TWO, ctas())
         meta = LazyDict({"name": "two", "function": compiled.function, "stream": 7})
@@ -285,8 +283,6 @@ def test_a_launch_that_failed_before_its_exit_hook_is_skipped(ftriton):
         batch = backend.flush()
         assert batch.records[0][-1] == 2 and batch.dropped == 0
         assert ftriton.device.ops[0] == ("copy", 7, 0, 3 * LAUNCH)  # the empty slot is copied and zeroed too
-    finally:
-        backend.stop()
 
 
 def test_each_thread_has_its_own_arena_and_an_ended_threads_arena_is_drained_and_dropped(tmp_path, ftriton):
@@ -381,11 +377,7 @@ def test_launches_captured_into_a_cuda_graph_get_slots_of_their_own_and_a_warnin
 def test_a_drain_leaves_an_arena_whose_stream_is_being_captured_until_the_capture_ended(ftriton):
     """Another thread's drain must not queue a copy on a stream under capture (it would join the
     graph); the arena goes out at the next drain or flush after the capture."""
-    backend = InstrumentationBackend()
-    backend.start(None)
-    try:
-        backend.configure(python_frames=False, trace=False)
-        backend.set_epoch(1)
+    with running_backend() as backend:
         for i in range(6):
             ftriton.launch(TWO, ctas(), stream=7 if i % 2 else 8)
         dev = ftriton.device
@@ -395,5 +387,3 @@ def test_a_drain_leaves_an_arena_whose_stream_is_being_captured_until_the_captur
         dev.capturing_streams = set()
         second = backend.flush()
         assert second.records[0][-1] == 3 and [op[:2] for op in dev.ops[2:]] == [("copy", 7), ("zero", 7)]
-    finally:
-        backend.stop()
