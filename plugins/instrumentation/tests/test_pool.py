@@ -387,3 +387,14 @@ def test_a_drain_leaves_an_arena_whose_stream_is_being_captured_until_the_captur
         dev.capturing_streams = set()
         second = backend.flush()
         assert second.records[0][-1] == 3 and [op[:2] for op in dev.ops[2:]] == [("copy", 7), ("zero", 7)]
+
+
+def test_launches_left_in_an_arena_under_capture_at_stop_are_named_in_one_warning(ftriton, caplog):
+    with running_backend() as backend:
+        for _ in range(3):
+            ftriton.launch(TWO, ctas(), stream=7)
+        ftriton.device.capturing_streams = {7}
+        assert backend.flush().records == []  # the capture holds them back
+    lines = [r.getMessage() for r in caplog.records if "not read back" in r.getMessage()]
+    assert lines == ["instrumentation: 3 launch(es) were not read back: their stream was being captured into a "
+                     "CUDA graph when the session ended (end the capture before finalize)"]

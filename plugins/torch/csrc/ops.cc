@@ -596,13 +596,18 @@ void on_exit(const at::RecordFunction& rf, at::ObserverContext*) {
   ThreadState& ts = state();
   auto& frames = ts.frames;
   size_t i = frames.size();
-  while (i > 0 && frames[i - 1].rf != &rf) --i;
-  if (i == 0) {
-    if (g_on.load(std::memory_order_relaxed)) {
+  if (i == 0 || frames[i - 1].rf != &rf) {
+    // Not the innermost frame: an operator passed over (it has none; asked first, so that its record is
+    // never matched to a stale frame deeper down), or one whose frames above lost their end.
+    if (!g_tracing.load(std::memory_order_relaxed)) {
       const char* name = rf.name();
-      if (name == nullptr || !metadata_only(name)) g_misnested.fetch_add(1, std::memory_order_relaxed);
+      if (name != nullptr && metadata_only(name)) return;
     }
-    return;
+    while (i > 0 && frames[i - 1].rf != &rf) --i;
+    if (i == 0) {
+      if (g_on.load(std::memory_order_relaxed)) g_misnested.fetch_add(1, std::memory_order_relaxed);
+      return;
+    }
   }
   try {
     // Frames above it lost their end (an asynchronous record ending elsewhere): closed with it.

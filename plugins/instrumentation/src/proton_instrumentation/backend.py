@@ -31,7 +31,7 @@ from __future__ import annotations
 import os
 import threading
 
-from proton_core.plugin_api import NODE_CONTEXT, NODE_FRAME, Backend, capture_frames, register_internal_path
+from proton_core.plugin_api import NODE_CONTEXT, NODE_FRAME, Backend, capture_frames, register_internal_path, warn
 
 from . import buffers, installation, triton_env
 from .collect import Collector
@@ -86,10 +86,14 @@ class InstrumentationBackend(Backend):
             self._started = False
             installation.release()
         with self.lock:
-            for batch in self.allocator.close():  # normally none: the core flushes before it stops a backend
+            batches, stranded = self.allocator.close()
+            for batch in batches:  # normally none: the core flushes before it stops a backend
                 self.device.wait(batch.copy)
                 self.device.release(batch.copy)
             self.device.close()
+        if stranded:
+            warn(f"instrumentation: {stranded} launch(es) were not read back: their stream was being captured "
+                 "into a CUDA graph when the session ended (end the capture before finalize)")
 
     def configure(self, *, python_frames, trace) -> None:
         self.python_frames = bool(python_frames)  # (a thread's cached node is used only while this is off)

@@ -160,7 +160,7 @@ class ProfileAllocator:
 
     def take(self):
         """``(arena, offset, nbytes)`` of the launch now entering on this thread (None: the kernel is
-        not instrumented)."""
+        not instrumented; :data:`CAPTURED`: the launch is being captured into a CUDA graph)."""
         local = self.local
         pending = local.__dict__.get("pending")
         local.pending = None
@@ -274,17 +274,19 @@ class ProfileAllocator:
         with self.lock:
             return self.batch_launches + sum(len(a.launches) for a in self.arenas.values())
 
-    def close(self) -> list:
+    def close(self) -> tuple[list, int]:
         """Drop every arena (the session ended); returns the batches still queued, for the caller to
-        wait for and release."""
+        wait for and release, and how many committed launches were never issued (normally 0: the core
+        flushes first; an arena whose stream was being captured into a CUDA graph keeps its launches)."""
         with self.lock:
+            stranded = sum(len(arena.launches) for arena in self.arenas.values())
             for arena in self.arenas.values():
                 arena.closed = True
             self.arenas = {}
             self.graph_slots = []  # back to the graphs' private pools: only their replays write there
             batches, self.batches = list(self.batches), deque()
             self.batch_bytes = self.batch_launches = 0
-        return batches
+        return batches, stranded
 
 
 class StagingPool:
