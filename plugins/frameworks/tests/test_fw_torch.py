@@ -156,6 +156,7 @@ def test_deactivated_session_opens_no_scopes(tmp_path, fake):
 
 
 def test_mode_left_open_by_user_is_disabled_not_an_error(tmp_path, fake):
+    depth = torch._C._len_torch_dispatch_stack()
     proton.start(str(tmp_path / "p"), backend="fake", hook="torch")
     user_mode = KernelEmulator(fake)
     user_mode.__enter__()
@@ -169,6 +170,10 @@ def test_mode_left_open_by_user_is_disabled_not_an_error(tmp_path, fake):
         assert names(load(tmp_path / "q.hatchet")[0]) == ["cpu_mm"]  # no aten scope from the stale mode
     finally:
         user_mode.__exit__(None, None, None)
+    assert torch._C._len_torch_dispatch_stack() == depth + 1  # ours, disabled, now on top
+    proton.start(str(tmp_path / "r"), backend="fake", hook="torch")  # the next start on this thread...
+    proton.finalize()
+    assert torch._C._len_torch_dispatch_stack() == depth  # ...exits it: nothing is left for torch.compile to see
 
 
 def test_two_sessions_share_one_mode(tmp_path, fake):

@@ -146,6 +146,7 @@ def _make_mode(torch, base, shapes: bool):
         """Opens a scope per aten operator (under its autograd node in backward)."""
 
         enabled = True
+        proton_owned = True  # (found by _drop_stale_modes once disabled)
 
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             if kwargs is None:
@@ -279,6 +280,7 @@ def _compiling(torch):
 # --------------------------------------------------------------- install ----
 def _install() -> dict:
     torch, base, nn_module = _torch()
+    _drop_stale_modes(torch)
     shapes = shapes_wanted()
     ops = native_ops()
     # Module paths: these Python hooks, or their C twins (the same names and scopes, at a fraction of the cost)
@@ -306,18 +308,29 @@ def _uninstall(state: dict) -> None:
         h.remove()
     if state["ops"] is not None:
         state["ops"].stop()
+        _drop_stale_modes(state["torch"])
         return
     mode = state["mode"]
     mode.enabled = False
-    torch = state["torch"]
+    if threading.get_ident() == state["thread"]:
+        _drop_stale_modes(state["torch"])
+    # Otherwise (finalized on another thread, or a mode entered after ours is still open) the mode
+    # stays on its thread's stack, disabled: it only passes calls through, until a later session
+    # start or end on that thread finds it on top and exits it.
+
+
+def _drop_stale_modes(torch) -> None:
+    """Exit our disabled modes from the top of this thread's dispatch stack. Left there, one would make
+    torch.compile see a dispatch mode (graph breaks, or an error with fullgraph=True)."""
     get_mode = getattr(torch._C, "_get_dispatch_stack_at", None)
     length = getattr(torch._C, "_len_torch_dispatch_stack", None)
-    on_top = (threading.get_ident() == state["thread"] and get_mode is not None and length is not None
-              and length() > 0 and get_mode(length() - 1) is mode)
-    if on_top:
-        mode.__exit__(None, None, None)
-    # Otherwise (finalized on another thread, or a mode entered after ours is still
-    # open) the mode stays on its thread's stack, disabled: it only passes calls through.
+    if get_mode is None or length is None:
+        return
+    while length() > 0:
+        top = get_mode(length() - 1)
+        if not getattr(top, "proton_owned", False) or top.enabled:
+            return
+        top.__exit__(None, None, None)
 
 
 MODE = SharedInstall(_install, _uninstall)
