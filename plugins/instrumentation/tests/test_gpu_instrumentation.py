@@ -69,6 +69,15 @@ def run_two_loops(x, out, n=N):
     return two_loops[(GRID,)](x, out, n, BLOCK=128, num_warps=NUM_WARPS)
 
 
+def profile_one_launch(path, **start):
+    """An instrumentation session around one launch of two_loops, finalized (writes ``path`` + suffix)."""
+    x, out = buffers()
+    proton.start(str(path), backend="instrumentation", **start)
+    run_two_loops(x, out)
+    torch.cuda.synchronize()
+    proton.finalize()
+
+
 def metrics(node):
     return {k: v for k, v in node["metrics"].items() if k not in ("device_id", "device_type")}
 
@@ -115,11 +124,7 @@ def test_gluon_nested_scopes_show_the_nesting(tmp_path):
 
 
 def test_viewer_shows_cycles_and_normalized_cycles(tmp_path):
-    x, out = buffers()
-    proton.start(str(tmp_path / "v"), backend="instrumentation")
-    run_two_loops(x, out)
-    torch.cuda.synchronize()
-    proton.finalize()
+    profile_one_launch(tmp_path / "v")
     proc = subprocess.run([sys.executable, "-m", "proton_core.viewer", "-m", "cycles,normalized_cycles",
                            str(tmp_path / "v.hatchet")], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
@@ -130,11 +135,7 @@ def test_viewer_shows_cycles_and_normalized_cycles(tmp_path):
 
 
 def test_global_buffer(tmp_path):
-    x, out = buffers()
-    proton.start(str(tmp_path / "p"), backend="instrumentation", mode="default:buffer_type=global:buffer_size=4096")
-    run_two_loops(x, out)
-    torch.cuda.synchronize()
-    proton.finalize()
+    profile_one_launch(tmp_path / "p", mode="default:buffer_type=global:buffer_size=4096")
     root = load_profile(tmp_path / "p.hatchet")[0]
     one = metrics(child(root, "two_loops", "one"))
     assert one[CALLS] == GRID * NUM_WARPS and one[CY] > 0 and root["metrics"].get("dropped", 0) == 0
@@ -158,11 +159,7 @@ def test_small_buffer_warns_and_keeps_what_fits(tmp_path, caplog):
 
 @pytest.mark.parametrize("granularity, units", [("warp_group", GRID * NUM_WARPS // 4), ("cta", GRID)])
 def test_granularity(tmp_path, granularity, units):
-    x, out = buffers()
-    proton.start(str(tmp_path / "p"), backend="instrumentation", mode=f"default:granularity={granularity}")
-    run_two_loops(x, out)
-    torch.cuda.synchronize()
-    proton.finalize()
+    profile_one_launch(tmp_path / "p", mode=f"default:granularity={granularity}")
     four = metrics(child(load_profile(tmp_path / "p.hatchet")[0], "two_loops", "four"))
     assert four[WARPS] == units and four[CALLS] == units and four[CY] > 0
 
@@ -222,11 +219,7 @@ def test_exit_without_enter_is_one_error_naming_the_kernel(tmp_path):
 
 
 def test_trace_is_chrome_json_with_per_warp_tracks(tmp_path):
-    x, out = buffers()
-    proton.start(str(tmp_path / "t"), backend="instrumentation", data="trace")
-    run_two_loops(x, out)
-    torch.cuda.synchronize()
-    proton.finalize()
+    profile_one_launch(tmp_path / "t", data="trace")
     doc = json.loads((tmp_path / "t.chrome_trace").read_text())
     events = doc["traceEvents"]
     assert all({"ph", "pid", "tid", "name"} <= set(e) for e in events)
