@@ -176,6 +176,24 @@ class FloorTritonHook(Floor):
         return super().finalize()
 
 
+class FloorRecordFunction(Floor):
+    """The floor plus RecordFunction callbacks that do nothing, registered as ``hook="torch"``
+    registers its own (global, operator and backward scopes, no inputs): torch then builds a
+    record per operator call. What any native operator context costs at least, ours and
+    Kineto's alike."""
+
+    def start(self, path):
+        from proton_torch import native
+
+        super().start(path)
+        self.ext = native.load()
+        self.ext.null_observer(True)
+
+    def finalize(self):
+        self.ext.null_observer(False)
+        return super().finalize()
+
+
 class FakeOurs:
     """Dry-run stand-in for ours: one 'kernel' per scope entered, written as hatchet."""
 
@@ -268,6 +286,7 @@ PROFILERS = {
     "torch": TorchProfiler,
     "floor": Floor,
     "floor-triton-hook": FloorTritonHook,
+    "floor-record-function": FloorRecordFunction,
     "fake-ours": FakeOurs,
     "fake-floor": FakeFloor,
     "broken": Broken,

@@ -42,10 +42,10 @@ MATRIX = {
                ("upstream-shadow", 1), ("upstream-python", 1), ("torch", 2), ("ours-pcsampling", 2),
                ("ours-pcsampling-serialized", 2), ("upstream-pcsampling", 2)],
     "mlp": [("none", 1), ("floor", 1), ("ours-shadow", 1), ("ours-python", 1), ("ours-torch", 1),
-            ("upstream-shadow", 1), ("upstream-python", 2), ("torch", 2), ("ours-pcsampling", 2),
-            ("ours-pcsampling-serialized", 2), ("upstream-pcsampling", 2)],
-    "decoder": [("none", 1), ("floor", 1), ("ours-shadow", 1), ("ours-torch", 1), ("upstream-shadow", 1),
-                ("torch", 2)],
+            ("floor-record-function", 1), ("upstream-shadow", 1), ("upstream-python", 2), ("torch", 2),
+            ("ours-pcsampling", 2), ("ours-pcsampling-serialized", 2), ("upstream-pcsampling", 2)],
+    "decoder": [("none", 1), ("floor", 1), ("ours-shadow", 1), ("ours-torch", 1), ("floor-record-function", 1),
+                ("upstream-shadow", 1), ("torch", 2)],
     "graph": [("none", 1), ("floor", 1), ("ours-shadow", 1), ("ours-python", 1), ("upstream-shadow", 1),
               ("upstream-python", 2), ("torch", 2)],
     "triton_matmul": [("none", 1), ("floor", 1), ("ours-shadow", 1), ("ours-python", 2), ("ours-triton", 1),
@@ -562,7 +562,7 @@ def run_serial(h: Harness, matrix: dict, mode: dict) -> None:
     interrupted = False
     try:
         h.log(f"mode {args.mode_name}: {args.rounds} rounds, budget {mode['budget']:.0f} s, output {h.out}")
-        if any(p == "floor" for cells in matrix.values() for p, _ in cells):
+        if any(part.startswith("floor") for cells in matrix.values() for p, _ in cells for part in p.split("/")):
             h.build_floor()
         h.calibrate(list(matrix), mode)
         h.make_plan(matrix, mode, args.rounds)

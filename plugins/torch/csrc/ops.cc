@@ -949,6 +949,33 @@ bool set_callbacks(bool on, bool shapes) {
   return true;
 }
 
+// The least any RecordFunction observer costs: callbacks registered as ours are (global, the same
+// scopes, no inputs) that do nothing. benchmarks/ measures it beside the floor and ours, to tell torch's
+// price for building records from what our callbacks add.
+std::unique_ptr<at::ObserverContext> null_enter(const at::RecordFunction&) { return nullptr; }
+void null_exit(const at::RecordFunction&, at::ObserverContext*) {}
+at::CallbackHandle g_null_handle = at::INVALID_CALLBACK_HANDLE;
+
+PyObject* py_null_observer(PyObject*, PyObject* arg) {
+  int on = PyObject_IsTrue(arg);
+  if (on < 0) return nullptr;
+  std::lock_guard<std::mutex> g(g_enable_mu);
+  try {
+    if (!on && g_null_handle != at::INVALID_CALLBACK_HANDLE) {
+      at::removeCallback(g_null_handle);
+      g_null_handle = at::INVALID_CALLBACK_HANDLE;
+    } else if (on && g_null_handle == at::INVALID_CALLBACK_HANDLE) {
+      at::RecordFunctionCallback cb(&null_enter, &null_exit);
+      cb.needsInputs(false).scopes({at::RecordScope::FUNCTION, at::RecordScope::BACKWARD_FUNCTION});
+      g_null_handle = at::addGlobalCallback(cb);
+    }
+  } catch (const std::exception& e) {
+    PyErr_SetString(PyExc_RuntimeError, e.what());
+    return nullptr;
+  }
+  Py_RETURN_NONE;
+}
+
 PyObject* py_enable(PyObject*, PyObject* args, PyObject* kwargs) {
   static const char* kw[] = {"shapes", nullptr};
   int shapes = 0;
@@ -1139,6 +1166,8 @@ PyMethodDef kMethods[] = {
     {"backward_exit", py_backward_exit, METH_O, "backward_exit(token): undo backward_enter"},
     {"current", py_current, METH_NOARGS, "current() -> the calling thread's context, as the backends hold it"},
     {"take_events", py_take_events, METH_NOARGS, "take_events() -> [(context, thread id, start ns, end ns)]"},
+    {"null_observer", py_null_observer, METH_O,
+     "null_observer(on): register (or remove) RecordFunction callbacks that do nothing (a benchmark anchor)"},
     {"stats", py_stats, METH_NOARGS, "counters and settings"},
     {"reset_stats", py_reset_stats, METH_NOARGS, "zero the counters (tests)"},
     {nullptr, nullptr, 0, nullptr},

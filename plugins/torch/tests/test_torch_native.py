@@ -262,6 +262,24 @@ def test_callbacks_are_registered_only_while_a_session_uses_the_hook(tmp_path, n
     assert C.stats()["entries"] == before and channel_lib.channel_get() == 12345
 
 
+def test_the_null_observer_benchmark_anchor_leaves_our_callbacks_alone(tmp_path, native_fake):
+    """benchmarks' floor-record-function registers do-nothing callbacks beside ours; adding and removing
+    them (twice each) must not remove ours."""
+    C.null_observer(True)
+    C.null_observer(True)
+    proton.start(str(tmp_path / "n"), backend="fake", hook="torch")
+    C.null_observer(False)
+    C.null_observer(False)
+    with proton.scope("outer"):
+        outer = C.current()
+        with KernelEmulator(native_fake, {"aten::mm"}):
+            torch.mm(torch.ones(2, 2), torch.ones(2, 2))
+        assert C.current() == outer
+    proton.finalize()
+    root = load_profile(str(tmp_path / "n.hatchet"))[0]
+    assert count(root, "outer", "aten::mm", "cpu_mm") == 1
+
+
 def test_an_error_inside_an_operator_closes_its_records(tmp_path, native_fake):
     proton.start(str(tmp_path / "e"), backend="fake", hook="torch")
     with proton.scope("outer"):
