@@ -122,8 +122,9 @@ def fidelity(runs: list[dict], plan: dict) -> list[dict]:
             pairs = []
             for rnd in rounds:
                 a, b = idx.get((rnd, workload, prof)), idx.get((rnd, workload, ref))
+                # an A/B run's count is its last window's, comparable only where that is as long
                 if a and b and a.get("ok") and b.get("ok") and a.get("kernel_count") is not None \
-                        and b.get("kernel_count") is not None:
+                        and b.get("kernel_count") is not None and a.get("iters") == b.get("iters"):
                     pairs.append((a, b))
             if not pairs:
                 continue  # profiler reports no kernels, or never ran beside a working floor

@@ -74,6 +74,7 @@ MODES = {
 EXIT_GRACE_S = 5.0  # a worker that wrote its result but does not exit is killed after this
 PROFILED_SLOWDOWN = 1.4  # planning guess for the average profiled/unprofiled time
 PROFILER_EXTRA_S = 0.8  # planning guess: a profiler's imports, start and finalize, per process
+WINDOW_EXTRA_S = 0.05  # planning guess: one A/B window's start and finalize
 
 
 class Harness:
@@ -103,7 +104,7 @@ class Harness:
             pass
 
     def run_worker(self, workload, profiler, tag, *, iters=0, warmup=2, calibrate=0.0, timeout=120.0,
-                   finalize_limit=None) -> dict:
+                   finalize_limit=None, pairs=None) -> dict:
         """Run one worker process; always return a run record, never raise.
 
         A worker still in finalize ``finalize_limit`` seconds after its measurement
@@ -119,7 +120,7 @@ class Harness:
                 os.remove(stale)
         cmd = [sys.executable, WORKER, "--workload", workload, "--profiler", profiler,
                "--iters", str(iters), "--warmup", str(warmup), "--calibrate", str(calibrate),
-               "--pairs", str(self.args.pairs),
+               "--pairs", str(pairs or self.args.pairs),
                "--profile-dir", profile_dir, "--result", result_path]
         note, rc = None, None
         t = time.perf_counter()
@@ -250,8 +251,24 @@ class Harness:
         """Measured windows in one run: 1, or both halves of every pair for an in-process A/B."""
         return 2 * self.args.pairs if profilers.paired(profiler) else 1
 
+    def pair_split(self, entry, profiler) -> tuple[int, int, int]:
+        """(iterations, warm-up, pairs) of one window of an in-process A/B run. The pairs' measured time
+        is cut into windows of about --pair-window-s: a process's speed drifts by tens of percent over
+        seconds (the H200 machine's step median moved 1.0-2.8 ms between windows half a second apart),
+        and only windows close together in time cancel that drift."""
+        iters, warmup = slow_iters(entry, profiler)
+        if self.args.pair_window_s <= 0:
+            return iters, warmup, self.args.pairs
+        window = max(3, int(round(self.args.pair_window_s / entry["per_iter_s"])))
+        if window >= iters:
+            return iters, warmup, self.args.pairs
+        return window, max(2, window // 4), self.args.pairs * max(1, int(round(iters / window)))
+
     def est_run_s(self, entry, profiler) -> float:
-        return entry["est_run_s"] * self.windows(profiler)
+        if not profilers.paired(profiler) or "per_iter_s" not in entry:
+            return entry["est_run_s"] * self.windows(profiler)
+        iters, warmup, pairs = self.pair_split(entry, profiler)  # each window: start, warm-up, finalize
+        return entry["est_run_s"] + 2 * pairs * ((iters + warmup) * entry["per_iter_s"] * 1.25 + WINDOW_EXTRA_S)
 
     def make_plan(self, matrix, mode, rounds) -> None:
         ok = {w: c for w, c in self.calibration.items() if c.get("ok")}
@@ -327,9 +344,10 @@ class Harness:
                     left = mode["budget"] - self.elapsed()
                     timeout = min(240.0, max(mode["min_timeout"], mode["timeout_x"] * self.est_run_s(entry, p)),
                                   max(30.0, left + 30.0))
-                    iters, warmup = slow_iters(entry, p)
+                    iters, warmup, pairs = self.pair_split(entry, p) if profilers.paired(p) else (
+                        *slow_iters(entry, p), None)
                     tag = f"r{rnd}.{w}.{p}".replace(profilers.PAIR_SEP, "_vs_")  # a file name
-                    rec = self.run_worker(w, p, tag, iters=iters, warmup=warmup,
+                    rec = self.run_worker(w, p, tag, iters=iters, warmup=warmup, pairs=pairs,
                                           timeout=timeout, finalize_limit=mode["finalize_limit"])
                     rec.update(round=rnd, position=pos, after=prev)
                     prev = p
@@ -471,8 +489,10 @@ def self_check(h: Harness) -> list[str]:
     if stuck.get("ratio_median") is None or not stuck.get("finalize_killed_s"):
         problems.append(f"a finalize that never ends lost the measurement or went unreported: {stuck}")
     pair = doc["summary"].get("nap", {}).get("fake-ours/fake-floor", {})
-    if "nap" in doc["summary"] and (len(pair.get("floor_ratios") or []) != h.args.rounds * h.args.pairs
-                                    or pair.get("ratio_median") is None):
+    nap = h.plan.get("nap", {})
+    per_run = h.pair_split(nap, "fake-ours/fake-floor")[2] if "per_iter_s" in nap else h.args.pairs
+    if "nap" in doc["summary"] and (len(pair.get("floor_ratios") or []) != h.args.rounds * per_run
+                                    or per_run <= h.args.pairs or pair.get("ratio_median") is None):
         problems.append(f"in-process A/B cell wrong: {pair}")
     if h.args.gpus > 1 and len(doc["meta"].get("lanes", [])) != min(h.args.gpus, len(doc["summary"])):
         problems.append(f"lanes: {doc['meta'].get('lanes')}")
@@ -508,12 +528,17 @@ def main(argv=None) -> int:
     ap.add_argument("--gpus", type=int, default=1,
                     help="run workloads side by side, one lane per GPU with its own cores (whole matrix in one call)")
     ap.add_argument("--pairs", type=int, default=3,
-                    help="window pairs of an in-process A/B cell such as ours-shadow/floor (default 3)")
+                    help="window pairs of an in-process A/B cell such as ours-shadow/floor (default 3), each "
+                         "cut into windows of --pair-window-s")
+    ap.add_argument("--pair-window-s", type=float, default=0.1,
+                    help="seconds of one A/B window (default 0.1; 0: one window per pair of the run's length)")
     ap.add_argument("--keep-profiles", action="store_true", help="keep every round's profiles (default: round 0)")
     args = ap.parse_args(argv)
 
     mode_name = args.mode_name = "dry" if args.dry_run else "quick" if args.quick else "full"
     mode = dict(MODES[mode_name])
+    if args.dry_run and args.pair_window_s > 0:
+        args.pair_window_s = 0.01  # a few 2 ms steps: the A/B cell's pairs are cut into windows
     args.rounds = max(1, args.rounds or mode["rounds"])
     budget = args.budget or float(os.environ.get("PROTON_BENCH_BUDGET") or 0)  # env: for scripts passing only --out
     if budget > 0:
