@@ -155,7 +155,13 @@ def test_profilers_option_adds_pairs_and_rejects_typos(tmp_path):
     doc = json.loads((tmp_path / "bench.json").read_text())
     for workload in ("sleep", "nap"):
         assert set(doc["summary"][workload]) == {"none", "fake-ours/fake-floor"}, proc.stdout
-        assert len(doc["summary"][workload]["fake-ours/fake-floor"]["floor_ratios"]) == 3  # --pairs default
+        n = len(doc["summary"][workload]["fake-ours/fake-floor"]["floor_ratios"])
+        assert n > 3 and n % 3 == 0, n  # --pairs 3 by default, each cut into windows of --pair-window-s
+    whole = tmp_path / "whole"
+    subprocess.run(run[:-1] + [str(whole), "--workloads", "nap", "--profilers", "fake-ours/fake-floor",
+                               "--pair-window-s", "0"], capture_output=True, text=True, timeout=120)
+    doc = json.loads((whole / "bench.json").read_text())
+    assert len(doc["summary"]["nap"]["fake-ours/fake-floor"]["floor_ratios"]) == 3  # one window per pair
     proc = subprocess.run(run + ["--profilers", "fake-ours,fake-our"], capture_output=True, text=True, timeout=60)
     assert proc.returncode != 0 and proc.stderr.strip().count("\n") == 0 and "fake-our" in proc.stderr
 
