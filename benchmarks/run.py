@@ -62,14 +62,16 @@ DRY_MATRIX = {"sleep": [("none", 1), ("fake-ours", 1), ("fake-floor", 1), ("brok
 
 # rounds, measured seconds per run (target, floor), calibration seconds, total budget seconds,
 # a worker's time limit (at least min_timeout, else timeout_x times its expected run), and
-# how long a finalize may run before the worker is killed (its measurement kept)
+# how long a finalize may run before the worker is killed (its measurement kept), and the seconds of
+# one in-process A/B window
 MODES = {
     "full": dict(rounds=5, target=1.0, min_target=0.3, calibrate=0.5, budget=450.0,
-                 min_timeout=60.0, timeout_x=10.0, finalize_limit=30.0),
+                 min_timeout=60.0, timeout_x=10.0, finalize_limit=30.0, pair_window_s=0.1),
     "quick": dict(rounds=2, target=0.3, min_target=0.15, calibrate=0.25, budget=125.0,
-                  min_timeout=60.0, timeout_x=10.0, finalize_limit=30.0),
+                  min_timeout=60.0, timeout_x=10.0, finalize_limit=30.0, pair_window_s=0.1),
+    # dry: windows of a few 2 ms steps, so that the A/B cell's pairs are cut
     "dry": dict(rounds=3, target=0.04, min_target=0.02, calibrate=0.04, budget=60.0,
-                min_timeout=3.0, timeout_x=2.0, finalize_limit=1.5),
+                min_timeout=3.0, timeout_x=2.0, finalize_limit=1.5, pair_window_s=0.01),
 }
 EXIT_GRACE_S = 5.0  # a worker that wrote its result but does not exit is killed after this
 PROFILED_SLOWDOWN = 1.4  # planning guess for the average profiled/unprofiled time
@@ -251,12 +253,15 @@ class Harness:
         """Measured windows in one run: 1, or both halves of every pair for an in-process A/B."""
         return 2 * self.args.pairs if profilers.paired(profiler) else 1
 
-    def pair_split(self, entry, profiler) -> tuple[int, int, int]:
-        """(iterations, warm-up, pairs) of one window of an in-process A/B run. The pairs' measured time
+    def run_shape(self, entry, profiler) -> tuple[int, int, int | None]:
+        """(iterations, warm-up, pairs) of one window of a run; pairs is None unless it is an in-process
+        A/B run. The pairs' measured time
         is cut into windows of about --pair-window-s: a process's speed drifts by tens of percent over
         seconds (the H200 machine's step median moved 1.0-2.8 ms between windows half a second apart),
         and only windows close together in time cancel that drift."""
         iters, warmup = slow_iters(entry, profiler)
+        if not profilers.paired(profiler):
+            return iters, warmup, None
         if self.args.pair_window_s <= 0:
             return iters, warmup, self.args.pairs
         window = max(3, int(round(self.args.pair_window_s / entry["per_iter_s"])))
@@ -267,7 +272,7 @@ class Harness:
     def est_run_s(self, entry, profiler) -> float:
         if not profilers.paired(profiler) or "per_iter_s" not in entry:
             return entry["est_run_s"] * self.windows(profiler)
-        iters, warmup, pairs = self.pair_split(entry, profiler)  # each window: start, warm-up, finalize
+        iters, warmup, pairs = self.run_shape(entry, profiler)  # each window: start, warm-up, finalize
         return entry["est_run_s"] + 2 * pairs * ((iters + warmup) * entry["per_iter_s"] * 1.25 + WINDOW_EXTRA_S)
 
     def make_plan(self, matrix, mode, rounds) -> None:
@@ -344,8 +349,7 @@ class Harness:
                     left = mode["budget"] - self.elapsed()
                     timeout = min(240.0, max(mode["min_timeout"], mode["timeout_x"] * self.est_run_s(entry, p)),
                                   max(30.0, left + 30.0))
-                    iters, warmup, pairs = self.pair_split(entry, p) if profilers.paired(p) else (
-                        *slow_iters(entry, p), None)
+                    iters, warmup, pairs = self.run_shape(entry, p)
                     tag = f"r{rnd}.{w}.{p}".replace(profilers.PAIR_SEP, "_vs_")  # a file name
                     rec = self.run_worker(w, p, tag, iters=iters, warmup=warmup, pairs=pairs,
                                           timeout=timeout, finalize_limit=mode["finalize_limit"])
@@ -490,7 +494,7 @@ def self_check(h: Harness) -> list[str]:
         problems.append(f"a finalize that never ends lost the measurement or went unreported: {stuck}")
     pair = doc["summary"].get("nap", {}).get("fake-ours/fake-floor", {})
     nap = h.plan.get("nap", {})
-    per_run = h.pair_split(nap, "fake-ours/fake-floor")[2] if "per_iter_s" in nap else h.args.pairs
+    per_run = h.run_shape(nap, "fake-ours/fake-floor")[2] if "per_iter_s" in nap else h.args.pairs
     if "nap" in doc["summary"] and (len(pair.get("floor_ratios") or []) != h.args.rounds * per_run
                                     or per_run <= h.args.pairs or pair.get("ratio_median") is None):
         problems.append(f"in-process A/B cell wrong: {pair}")
@@ -530,15 +534,15 @@ def main(argv=None) -> int:
     ap.add_argument("--pairs", type=int, default=3,
                     help="window pairs of an in-process A/B cell such as ours-shadow/floor (default 3), each "
                          "cut into windows of --pair-window-s")
-    ap.add_argument("--pair-window-s", type=float, default=0.1,
+    ap.add_argument("--pair-window-s", type=float, default=None,
                     help="seconds of one A/B window (default 0.1; 0: one window per pair of the run's length)")
     ap.add_argument("--keep-profiles", action="store_true", help="keep every round's profiles (default: round 0)")
     args = ap.parse_args(argv)
 
     mode_name = args.mode_name = "dry" if args.dry_run else "quick" if args.quick else "full"
     mode = dict(MODES[mode_name])
-    if args.dry_run and args.pair_window_s > 0:
-        args.pair_window_s = 0.01  # a few 2 ms steps: the A/B cell's pairs are cut into windows
+    if args.pair_window_s is None:
+        args.pair_window_s = mode["pair_window_s"]
     args.rounds = max(1, args.rounds or mode["rounds"])
     budget = args.budget or float(os.environ.get("PROTON_BENCH_BUDGET") or 0)  # env: for scripts passing only --out
     if budget > 0:
@@ -587,7 +591,8 @@ def run_serial(h: Harness, matrix: dict, mode: dict) -> None:
     interrupted = False
     try:
         h.log(f"mode {args.mode_name}: {args.rounds} rounds, budget {mode['budget']:.0f} s, output {h.out}")
-        if any(part.startswith("floor") for cells in matrix.values() for p, _ in cells for part in p.split("/")):
+        if any(part.startswith("floor") for cells in matrix.values() for p, _ in cells
+               for part in p.split(profilers.PAIR_SEP)):
             h.build_floor()
         h.calibrate(list(matrix), mode)
         h.make_plan(matrix, mode, args.rounds)

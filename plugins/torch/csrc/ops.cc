@@ -933,6 +933,15 @@ PyObject* py_module_ids(PyObject*, PyObject*) {
 }
 
 // ------------------------------------------------------------- Python API ----
+// Global callbacks on operator and backward-function records: ours, and the benchmarks' null observer
+// (which must be registered exactly as ours are to stand for torch's share).
+at::CallbackHandle add_callbacks(at::RecordFunctionCallback::StartCallback start,
+                                 at::RecordFunctionCallback::EndCallback end, bool inputs) {
+  at::RecordFunctionCallback cb(start, end);
+  cb.needsInputs(inputs).scopes({at::RecordScope::FUNCTION, at::RecordScope::BACKWARD_FUNCTION});
+  return at::addGlobalCallback(cb);
+}
+
 bool set_callbacks(bool on, bool shapes) {
   std::lock_guard<std::mutex> g(g_enable_mu);
   if (g_handle != at::INVALID_CALLBACK_HANDLE && (!on || shapes != g_shapes.load())) {
@@ -940,17 +949,13 @@ bool set_callbacks(bool on, bool shapes) {
     g_handle = at::INVALID_CALLBACK_HANDLE;
   }
   g_shapes.store(shapes);
-  if (on && g_handle == at::INVALID_CALLBACK_HANDLE) {
-    at::RecordFunctionCallback cb(&on_enter, &on_exit);
-    cb.needsInputs(shapes).scopes({at::RecordScope::FUNCTION, at::RecordScope::BACKWARD_FUNCTION});
-    g_handle = at::addGlobalCallback(cb);
-  }
+  if (on && g_handle == at::INVALID_CALLBACK_HANDLE) g_handle = add_callbacks(&on_enter, &on_exit, shapes);
   g_on.store(on);
   return true;
 }
 
-// The least any RecordFunction observer costs: callbacks registered as ours are (global, the same
-// scopes, no inputs) that do nothing. benchmarks/ measures it beside the floor and ours, to tell torch's
+// The least any RecordFunction observer costs: callbacks registered as ours are (add_callbacks, no
+// inputs) that do nothing. benchmarks/ measures it beside the floor and ours, to tell torch's
 // price for building records from what our callbacks add.
 std::unique_ptr<at::ObserverContext> null_enter(const at::RecordFunction&) { return nullptr; }
 void null_exit(const at::RecordFunction&, at::ObserverContext*) {}
@@ -965,9 +970,7 @@ PyObject* py_null_observer(PyObject*, PyObject* arg) {
       at::removeCallback(g_null_handle);
       g_null_handle = at::INVALID_CALLBACK_HANDLE;
     } else if (on && g_null_handle == at::INVALID_CALLBACK_HANDLE) {
-      at::RecordFunctionCallback cb(&null_enter, &null_exit);
-      cb.needsInputs(false).scopes({at::RecordScope::FUNCTION, at::RecordScope::BACKWARD_FUNCTION});
-      g_null_handle = at::addGlobalCallback(cb);
+      g_null_handle = add_callbacks(&null_enter, &null_exit, false);
     }
   } catch (const std::exception& e) {
     PyErr_SetString(PyExc_RuntimeError, e.what());
