@@ -101,9 +101,12 @@ def current_op() -> str | None:
 
 # ------------------------------------------------------ native scope sources ----
 #: The name of the capsule a backend's ``native_context`` attribute holds: a pointer to
-#: ``struct { uint32_t version /* 1 */; void (*set)(uint64_t id); uint64_t (*get)(void); }``
-#: whose ``set``/``get`` act on the calling thread's context, callable from any thread
-#: without the GIL.
+#: ``struct { uint32_t version; void (*set)(uint64_t id); uint64_t (*get)(void);
+#: void (*set_provider)(uint64_t (*provider)(uint64_t)); }`` whose ``set``/``get`` act on the
+#: calling thread's context, callable from any thread without the GIL. ``set_provider`` is there
+#: from version 2 on: with a provider set (``NULL`` removes it), the backend asks it, at each
+#: launch and on the launching thread, which context the launch goes under, passing the one last
+#: set; a source that opens its scopes lazily (the torch plugin's operators) names them only there.
 NATIVE_CONTEXT_CAPSULE = "proton.native_context.v1"
 
 

@@ -31,7 +31,7 @@ def build_library(source: str, out: str, *flags: str) -> ctypes.CDLL:
 
 
 def native_context_capsule(lib: ctypes.CDLL, symbol: str):
-    """A capsule over the ``{version, set, get}`` struct ``symbol`` of ``lib``, as backends offer."""
+    """A capsule over the ``{version, set, get[, set_provider]}`` struct ``symbol`` of ``lib``, as backends offer."""
     new = ctypes.pythonapi.PyCapsule_New
     new.restype = ctypes.py_object
     new.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]

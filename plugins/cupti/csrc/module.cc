@@ -110,11 +110,12 @@ PyMethodDef set_context_def = {"set_context", set_context_fast, METH_O,
 // For native scope sources (the nvtx plugin): set and read the calling thread's context
 // from C, on threads that never hold the GIL (proton_core.plugin_api.NATIVE_CONTEXT_CAPSULE).
 struct NativeContext {
-  uint32_t version;
+  uint32_t version;  // 2: set_provider is there
   void (*set)(uint64_t);
   uint64_t (*get)();
+  void (*set_provider)(uint64_t (*)(uint64_t));
 };
-NativeContext native_context{1, &Recorder::set_context, &Recorder::context};
+NativeContext native_context{2, &Recorder::set_context, &Recorder::context, &Recorder::set_provider};
 
 }  // namespace
 

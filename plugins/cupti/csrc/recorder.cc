@@ -25,6 +25,13 @@ struct FrameMemo {
 // The calling thread's core context id (set_context), alone in initial-exec TLS: the torch and nvtx
 // plugins set and read it around every operator and range, and a plain %fs load is all that costs.
 thread_local uint64_t tls_ctx __attribute__((tls_model("initial-exec"))) = 0;
+std::atomic<Recorder::ContextProvider> g_provider{nullptr};
+
+// The context a launch on this thread goes under: as last set, or as the provider names it.
+inline uint64_t launch_context() {
+  Recorder::ContextProvider provider = g_provider.load(std::memory_order_acquire);
+  return provider != nullptr ? provider(tls_ctx) : tls_ctx;
+}
 
 struct ThreadState {
   uint64_t cached_ctx = ~0ull;
@@ -78,6 +85,7 @@ Recorder::Recorder() : slots_(new Slot[kSlots]) {
 
 void Recorder::set_context(uint64_t ctx) { tls_ctx = ctx; }
 uint64_t Recorder::context() { return tls_ctx; }
+void Recorder::set_provider(ContextProvider provider) { g_provider.store(provider, std::memory_order_release); }
 
 void Recorder::reset() {
   std::lock_guard<std::mutex> t(trie_mu_);
@@ -164,17 +172,18 @@ uint32_t Recorder::code_index_locked(PyObject* code) {
 uint32_t Recorder::current_node() {
   ThreadState& t = tls;
   uint32_t gen = generation_.load(std::memory_order_acquire);
+  uint64_t ctx = launch_context();
   if (!python_frames_.load(std::memory_order_relaxed)) {
-    if (t.cached_gen == gen && t.cached_ctx == tls_ctx) return t.cached_node;
+    if (t.cached_gen == gen && t.cached_ctx == ctx) return t.cached_node;
     std::lock_guard<std::mutex> g(trie_mu_);
-    uint32_t node = intern_locked(0, kNodeContext, tls_ctx);
+    uint32_t node = intern_locked(0, kNodeContext, ctx);
     t.cached_gen = gen;
-    t.cached_ctx = tls_ctx;
+    t.cached_ctx = ctx;
     t.cached_node = node;
     return node;
   }
-  if (proton_raw_frames_supported()) return raw_frames_node(gen);
-  return locked_frames_node();
+  if (proton_raw_frames_supported()) return raw_frames_node(gen, ctx);
+  return locked_frames_node(ctx);
 }
 
 // The python-context path of a launch, from the interpreter's frames read
@@ -182,7 +191,7 @@ uint32_t Recorder::current_node() {
 // stack, so each thread keeps the previous stack with the trie node after
 // every frame: only frames past the first difference are interned, and a
 // launch from the same place as the last one takes no lock at all.
-uint32_t Recorder::raw_frames_node(uint32_t gen) {
+uint32_t Recorder::raw_frames_node(uint32_t gen, uint64_t ctx) {
   ThreadState& t = tls;
   proton_frame frames[kMaxFrames];
   int n = proton_raw_frames(frames, kMaxFrames);
@@ -195,7 +204,7 @@ uint32_t Recorder::raw_frames_node(uint32_t gen) {
   while (same < limit && t.stack[same].code == frames[n - 1 - same].code &&
          t.stack[same].lasti == frames[n - 1 - same].lasti)
     ++same;
-  if (same == size_t(n) && same == t.stack.size() && t.leaf_ctx == tls_ctx) return t.leaf_node;
+  if (same == size_t(n) && same == t.stack.size() && t.leaf_ctx == ctx) return t.leaf_node;
 
   std::unique_lock<std::mutex> lock(trie_mu_);
   // Code objects seen for the first time are referenced and classified, which
@@ -220,16 +229,16 @@ uint32_t Recorder::raw_frames_node(uint32_t gen) {
       parent = intern_locked(parent, kNodeFrame, (uint64_t(idx) << 32) | kLastiBit | uint32_t(frames[i].lasti));
     t.stack.push_back(FrameMemo{frames[i].code, frames[i].lasti, parent});
   }
-  t.leaf_node = intern_locked(parent, kNodeContext, tls_ctx);
+  t.leaf_node = intern_locked(parent, kNodeContext, ctx);
   lock.unlock();
   if (take) PyGILState_Release(gil);
-  t.leaf_ctx = tls_ctx;
+  t.leaf_ctx = ctx;
   return t.leaf_node;
 }
 
 // Interpreters whose frame layout pyframes.c does not know: the public frame
 // API, with the GIL taken back when the launching thread had released it.
-uint32_t Recorder::locked_frames_node() {
+uint32_t Recorder::locked_frames_node(uint64_t ctx) {
   ThreadState& t = tls;
   PyObject* codes[kMaxFrames];
   int lines[kMaxFrames];
@@ -259,7 +268,7 @@ uint32_t Recorder::locked_frames_node() {
       if (codes_[idx].internal) continue;
       parent = intern_locked(parent, kNodeFrame, (uint64_t(idx) << 32) | uint32_t(lines[i]));
     }
-    parent = intern_locked(parent, kNodeContext, tls_ctx);
+    parent = intern_locked(parent, kNodeContext, ctx);
   }
   for (int i = 0; i < n; ++i) Py_DECREF(codes[i]);
   if (python_thread && !held) PyGILState_Release(gil);

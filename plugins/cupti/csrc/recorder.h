@@ -100,6 +100,10 @@ class Recorder {
   uint32_t max_epoch() const { return max_epoch_.load(std::memory_order_relaxed); }
   static void set_context(uint64_t ctx);
   static uint64_t context();  // the calling thread's, as last set
+  // A native scope source that opens its scopes lazily (the torch plugin) names the context of each
+  // launch itself: given the thread's context as last set, it returns the one the launch goes under.
+  using ContextProvider = uint64_t (*)(uint64_t);
+  static void set_provider(ContextProvider provider);
 
   // ---- hot path: a launch API entered on the calling thread ----
   inline void on_launch(uint32_t corr) {
@@ -168,8 +172,8 @@ class Recorder {
  private:
   void record_launch(Slot& s, uint32_t corr, uint32_t epoch);
   uint32_t current_node();  // the calling thread's chain, interned
-  uint32_t raw_frames_node(uint32_t generation);
-  uint32_t locked_frames_node();
+  uint32_t raw_frames_node(uint32_t generation, uint64_t ctx);
+  uint32_t locked_frames_node(uint64_t ctx);
   uint32_t intern_locked(uint32_t parent, uint32_t kind, uint64_t value);
   uint32_t code_index_locked(PyObject* code);
   uint32_t reroot(uint32_t launch_node, uint32_t captured_node);

@@ -1,14 +1,15 @@
 // PyTorch operators as Proton contexts, from RecordFunction callbacks: no Python per operator.
 //
 // While a session with hook="torch" runs, one global RecordFunction callback pair
-// (scopes FUNCTION and BACKWARD_FUNCTION) is registered.  At an operator's entry
-// the calling thread's current context is read from the running backends'
-// native setters (capsule "proton.native_context.v1"), (that context, operator
-// name) is interned into a context id of our own (kFirstId and up, resolved by
-// the core through this module), and that id is set as the thread's context, so
-// every kernel the operator launches is tagged with it; at its exit the previous
-// context is set again.  In the steady state an operator costs two thread-local
-// cache probes and two setter calls: no lock, no allocation, no Python.
+// (scopes FUNCTION and BACKWARD_FUNCTION) is registered.  Each record opens a frame
+// on its thread's stack.  A frame resolves to (its parent's context, operator name)
+// interned into a context id of our own (kFirstId and up, named for the core
+// through this module); views, wrappers and re-dispatches resolve to their
+// parent's.  Where every running backend takes a context provider (capsule
+// "proton.native_context.v1", version 2), frames are resolved only when a launch
+// asks (``provide``): most records launch nothing and cost a push and a pop.  With
+// a backend of version 1 each frame is resolved at its entry and its id set as the
+// thread's context, the previous one set again at its exit.
 //
 // Backward: autograd runs each node as "autograd::engine::evaluate_function: X"
 // (FUNCTION scope, transparent here) around the node's own BACKWARD_FUNCTION
@@ -27,6 +28,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include <ATen/SequenceNumber.h>
 #include <ATen/core/ivalue.h>
 #include <ATen/record_function.h>
 
@@ -60,9 +62,12 @@ const char kEnginePrefix[] = "autograd::engine::evaluate_function: ";
 
 // What a backend exposes so native code can set the calling thread's context without Python.
 struct NativeContext {
-  uint32_t version;  // 1
+  uint32_t version;  // 1, or 2 with set_provider
   void (*set)(uint64_t context_id);
   uint64_t (*get)();
+};
+struct NativeContextV2 : NativeContext {
+  void (*set_provider)(uint64_t (*provider)(uint64_t));
 };
 
 // ------------------------------------------------------------------ state ----
@@ -74,6 +79,9 @@ std::mutex g_enable_mu;
 
 NativeContext g_channels[kMaxChannels];
 std::atomic<int> g_nchannels{0};
+// Each channel's set_provider (version 2), or nullptr; touched with the GIL held only.
+void (*g_provider_setters[kMaxChannels])(uint64_t (*)(uint64_t)) = {};
+int g_nprovider_setters = 0;
 
 std::atomic<uint64_t> g_linked{0};     // backward functions placed under their forward operator
 std::atomic<uint64_t> g_unlinked{0};   // backward functions without a known forward operator
@@ -209,21 +217,23 @@ std::vector<Event> g_events;
 
 // ------------------------------------------------------- per thread ----
 enum Kind : uint8_t {
-  kOp,        // an operator: ctx set at entry, prev at exit
+  kOpen,      // a record not looked at yet: resolved when a launch, a record inside or its exit needs it
+  kOp,        // an operator: a context of its own
   kBackward,  // an autograd node's backward function
-  kEngine,    // evaluate_function: sets nothing itself; its backward function may leave a ctx for the rest
-  kPass,      // a record we do not show (a re-dispatch of the same operator, record_param_comms)
+  kEngine,    // evaluate_function: its parent's context, or what its backward function left
+  kPass,      // a record we do not show (views, a re-dispatch of the same operator, wrappers): its parent's
   kModule,    // an nn.Module opened natively (module_enter), rf == nullptr
 };
 
 struct Frame {
-  const void* rf;
-  const char* name;  // the record's name (valid while it is open)
-  uint64_t ctx;      // what this frame set (kEngine: what its backward function left)
-  uint64_t prev;     // the context to set again at exit
+  const at::RecordFunction* rf;  // nullptr for module frames
+  const char* name;  // once resolved: the record's name (valid while it is open)
+  uint64_t ctx;      // once resolved: the context of what runs inside
+  uint64_t prev;     // publishing: the context to set again at exit
   uint64_t start;    // tracing: entry time
+  int64_t seq;       // the record's sequence number (operators autograd sees), -1 for none
   Kind kind;
-  bool changed;      // whether this frame changed the thread's context
+  bool changed;      // publishing: whether this frame set the thread's context
 };
 
 struct CacheSlot {
@@ -244,6 +254,7 @@ thread_local ThreadState* t_fast __attribute__((tls_model("initial-exec"))) = nu
 
 struct ThreadState {
   std::vector<Frame> frames;
+  uint64_t base = 0;     // providing: the thread's context as last set when its outermost frame opened
   std::unique_ptr<CacheSlot[]> cache;
   std::unordered_map<std::pair<uint64_t, uint64_t>, uint64_t, PairHash> links;  // (B, F) -> link id (B known)
   SeqRing* ring = nullptr;
@@ -289,7 +300,8 @@ uint64_t os_thread(ThreadState& ts) {
   return ts.os_tid;
 }
 
-uint64_t current(ThreadState& ts) {
+// The thread's context as last set (by the core's scopes, or by us publishing).
+uint64_t last_set(ThreadState& ts) {
   int n = g_nchannels.load(std::memory_order_acquire);
   return n > 0 ? g_channels[0].get() : ts.own_ctx;
 }
@@ -426,44 +438,18 @@ void append_shapes(std::string& out, const at::RecordFunction& rf) {
 }
 
 // ---------------------------------------------------------------- callbacks ----
+// Two ways to hand contexts to the backends, chosen by set_channels:
+// * providing (every running backend's capsule has set_provider, version 2): an operator's entry only
+//   pushes a frame. Nothing is named or set until a launch asks the provider (``provide``) for its
+//   context; then the open frames are resolved, each once. Most records launch nothing (views, shape
+//   and dtype checks, composite operators whose kernels run in the operator inside them), and pay for
+//   a push and a pop alone.
+// * publishing (a backend of version 1): each frame is resolved at its entry and its context set,
+//   and the previous one set again at its exit.
+// Input shapes (record_shapes) resolve each frame at its entry either way: the inputs are there only.
+std::atomic<bool> g_providing{false};
+
 bool starts_with(const char* s, const char* prefix, size_t n) { return std::strncmp(s, prefix, n) == 0; }
-
-void push(ThreadState& ts, const at::RecordFunction& rf, const char* name, uint64_t ctx, uint64_t prev, Kind kind,
-          bool changed) {
-  uint64_t start = g_tracing.load(std::memory_order_relaxed) && changed ? now_ns() : 0;
-  ts.frames.push_back(Frame{&rf, name, ctx, prev, start, kind, changed});
-  if (changed) publish(ts, ctx);
-}
-
-void enter_backward(ThreadState& ts, const at::RecordFunction& rf, const char* name, uint64_t cur) {
-  // The backward pass's own context: where Python called the engine, else this thread's.
-  bool called = false;
-  uint64_t forward_thread = rf.forwardThreadId();
-  uint64_t base = backward_call_context(forward_thread, &called);
-  if (!called) base = cur;
-  int64_t seq = rf.seqNr();
-  uint64_t forward = seq >= 0 && forward_thread != 0 ? forward_context(forward_thread, seq) : 0;
-  uint64_t parent = base;
-  if (forward != 0) {
-    // Unknown: no engine call published a context for the forward thread and this thread has none of
-    // its own (an autograd device thread under a torch without _engine_run_backward).
-    parent = lookup_link(ts, base, forward, called || base != 0);
-    g_linked.fetch_add(1, std::memory_order_relaxed);
-  } else {
-    g_unlinked.fetch_add(1, std::memory_order_relaxed);
-  }
-  size_t len = std::strlen(name);
-  uint64_t ctx = lookup(ts, parent, name, len, uintptr_t(hash_bytes(name, len)), kBackwardEntry);
-  uint64_t prev = cur;
-  if (!ts.frames.empty() && ts.frames.back().kind == kEngine) {
-    // The rest of evaluate_function (summing gradients for the next nodes) stays under this node.
-    Frame& engine = ts.frames.back();
-    engine.ctx = ctx;
-    engine.changed = true;
-    prev = ctx;
-  }
-  push(ts, rf, name, ctx, prev, kBackward, true);
-}
 
 // "aten::detach" directly inside "aten::detach", or "detach" (autograd's own record of it) inside it.
 bool same_operator(const char* outer, const char* inner) {
@@ -510,69 +496,170 @@ bool metadata_only(const char* name) {
   }
 }
 
-// An operator autograd recorded (its sequence number) created a backward function: remember the context
-// ``ctx`` its backward work goes under (the operator's own, or the enclosing one's for a passed-over view).
-void remember_sequence(ThreadState& ts, const at::RecordFunction& rf, uint64_t ctx) {
-  int64_t seq = rf.seqNr();
-  if (seq < 0) return;
-  if (ts.ring == nullptr) {
-    auto* ring = new SeqRing();
-    std::lock_guard<std::mutex> g(g_rings_mu);
-    g_rings[rf_thread(ts)] = ring;
-    ts.ring = ring;
+// What frame ``i`` stands for, under ``parent``: its kind, name and context. ``inputs``: the record whose
+// inputs name its shapes (only at its entry).
+void classify(ThreadState& ts, size_t i, uint64_t parent, const at::RecordFunction* inputs) {
+  auto& frames = ts.frames;
+  Frame& f = frames[i];
+  const char* name = f.rf->name();
+  if (name == nullptr || name[0] == '\0') name = "<unnamed>";
+  f.name = name;
+  f.ctx = parent;
+  f.kind = kPass;
+  if (name[0] == 'a' && name[1] == 'u' && starts_with(name, kEnginePrefix, sizeof kEnginePrefix - 1)) {
+    f.kind = kEngine;
+    return;
   }
-  ring_write(ts.ring, seq, ctx);
+  if ((!g_tracing.load(std::memory_order_relaxed) && metadata_only(name)) || transparent(name)) return;
+  // The same operator again, directly inside itself (a Python dispatch mode or a tensor subclass
+  // calling it once more): one node.
+  for (size_t j = i; j > 0; --j) {
+    const Frame& g = frames[j - 1];
+    if (g.kind == kPass) continue;
+    if (g.kind == kOp && g.ctx == parent && same_operator(g.name, name)) return;
+    break;
+  }
+  f.kind = kOp;
+  if (inputs != nullptr && g_shapes.load(std::memory_order_relaxed) && inputs->needsInputs()) {
+    std::string& buf = ts.buf;
+    buf.assign(name);
+    append_shapes(buf, *inputs);
+    f.ctx = lookup(ts, parent, buf.data(), buf.size(), uintptr_t(hash_bytes(buf.data(), buf.size())));
+  } else {
+    f.ctx = lookup_operator(ts, parent, name);
+  }
+}
+
+// The context of frame ``top``, resolving the open frames up to it (providing).
+uint64_t resolve_to(ThreadState& ts, size_t top) {
+  auto& frames = ts.frames;
+  size_t i = top + 1;
+  while (i > 0 && frames[i - 1].kind == kOpen) --i;
+  uint64_t parent = i == 0 ? ts.base : frames[i - 1].ctx;
+  for (; i <= top; ++i) {
+    classify(ts, i, parent, nullptr);
+    parent = frames[i].ctx;
+  }
+  return frames[top].ctx;
+}
+
+// The calling thread's context now: the one last set, or, providing, its innermost frame's (unless
+// something set another inside our frames: an NVTX range or a Python scope, which then wins).
+uint64_t effective(ThreadState& ts) {
+  uint64_t set = last_set(ts);
+  if (!g_providing.load(std::memory_order_relaxed) || ts.frames.empty() || set != ts.base) return set;
+  return resolve_to(ts, ts.frames.size() - 1);
+}
+
+// The provider the backends ask at each launch (providing), on the launching thread.
+uint64_t provide(uint64_t set) {
+  ThreadState* ts = t_fast;
+  if (ts == nullptr || ts->frames.empty() || set != ts->base || !g_providing.load(std::memory_order_relaxed))
+    return set;
+  try {
+    return resolve_to(*ts, ts->frames.size() - 1);
+  } catch (...) {
+    g_callback_errors.fetch_add(1, std::memory_order_relaxed);
+    return set;
+  }
+}
+
+// A frame for ``rf`` (or a module, rf == nullptr) on top of the thread's stack, not resolved.
+Frame& push_frame(ThreadState& ts, const at::RecordFunction* rf, int64_t seq) {
+  if (ts.frames.empty()) ts.base = last_set(ts);
+  uint64_t start = g_tracing.load(std::memory_order_relaxed) ? now_ns() : 0;
+  ts.frames.push_back(Frame{rf, nullptr, 0, 0, start, seq, kOpen, false});
+  return ts.frames.back();
+}
+
+// Publishing: make the new top frame's context the thread's (``prev``: the one before, set again at its
+// exit if this one changed it; ``always``: set it even where it is the same).
+void set_top(ThreadState& ts, uint64_t prev, bool always = false) {
+  Frame& f = ts.frames.back();
+  f.prev = prev;
+  if (g_providing.load(std::memory_order_relaxed) || (f.ctx == prev && !always)) return;
+  f.changed = true;
+  publish(ts, f.ctx);
+}
+
+void enter_backward(ThreadState& ts, const at::RecordFunction& rf) {
+  const char* name = rf.name();
+  if (name == nullptr || name[0] == '\0') name = "<unnamed>";
+  uint64_t cur = effective(ts);
+  // The backward pass's own context: where Python called the engine, else this thread's.
+  bool called = false;
+  uint64_t forward_thread = rf.forwardThreadId();
+  uint64_t base = backward_call_context(forward_thread, &called);
+  if (!called) base = cur;
+  int64_t seq = rf.seqNr();
+  uint64_t forward = seq >= 0 && forward_thread != 0 ? forward_context(forward_thread, seq) : 0;
+  uint64_t parent = base;
+  if (forward != 0) {
+    // Unknown: no engine call published a context for the forward thread and this thread has none of
+    // its own (an autograd device thread under a torch without _engine_run_backward).
+    parent = lookup_link(ts, base, forward, called || base != 0);
+    g_linked.fetch_add(1, std::memory_order_relaxed);
+  } else {
+    g_unlinked.fetch_add(1, std::memory_order_relaxed);
+  }
+  size_t len = std::strlen(name);
+  uint64_t ctx = lookup(ts, parent, name, len, uintptr_t(hash_bytes(name, len)), kBackwardEntry);
+  uint64_t prev = cur;
+  if (!ts.frames.empty()) {
+    Frame& top = ts.frames.back();
+    if (top.kind == kOpen) resolve_to(ts, ts.frames.size() - 1);
+    if (top.kind == kEngine) {
+      // The rest of evaluate_function (summing gradients for the next nodes) stays under this node.
+      top.ctx = ctx;
+      if (!g_providing.load(std::memory_order_relaxed)) {
+        top.changed = true;
+        prev = ctx;
+      }
+    }
+  }
+  Frame& f = push_frame(ts, &rf, -1);
+  f.name = name;
+  f.kind = kBackward;
+  f.ctx = ctx;
+  set_top(ts, prev, true);
 }
 
 std::unique_ptr<at::ObserverContext> on_enter(const at::RecordFunction& rf) {
   if (!g_on.load(std::memory_order_relaxed)) return nullptr;
   try {
     ThreadState& ts = state();
-    const char* name = rf.name();
-    if (name == nullptr || name[0] == '\0') name = "<unnamed>";
-    uint64_t cur = current(ts);
     if (rf.scope() == at::RecordScope::BACKWARD_FUNCTION) {
-      enter_backward(ts, rf, name, cur);
+      enter_backward(ts, rf);
       return nullptr;
     }
-    if (name[0] == 'a' && name[1] == 'u' && starts_with(name, kEnginePrefix, sizeof kEnginePrefix - 1)) {
-      push(ts, rf, name, cur, cur, kEngine, false);
+    if (g_providing.load(std::memory_order_relaxed) && !g_shapes.load(std::memory_order_relaxed)) {
+      push_frame(ts, &rf, rf.seqNr());
       return nullptr;
     }
-    if (!g_tracing.load(std::memory_order_relaxed) && metadata_only(name)) {
-      remember_sequence(ts, rf, cur);
-      return nullptr;
-    }
-    if (transparent(name)) {
-      push(ts, rf, name, cur, cur, kPass, false);
-      return nullptr;
-    }
-    // The same operator again, directly inside itself (a Python dispatch mode or a tensor subclass
-    // calling it once more): one node.
-    for (size_t i = ts.frames.size(); i > 0; --i) {
-      const Frame& f = ts.frames[i - 1];
-      if (f.kind == kPass) continue;
-      if (f.kind == kOp && f.ctx == cur && same_operator(f.name, name)) {
-        push(ts, rf, name, cur, cur, kPass, false);
-        return nullptr;
-      }
-      break;
-    }
-    uint64_t ctx;
-    if (g_shapes.load(std::memory_order_relaxed) && rf.needsInputs()) {
-      std::string& buf = ts.buf;
-      buf.assign(name);
-      append_shapes(buf, rf);
-      ctx = lookup(ts, cur, buf.data(), buf.size(), uintptr_t(hash_bytes(buf.data(), buf.size())));
-    } else {
-      ctx = lookup_operator(ts, cur, name);
-    }
-    remember_sequence(ts, rf, ctx);
-    push(ts, rf, name, ctx, cur, kOp, true);
+    uint64_t cur = effective(ts);
+    push_frame(ts, &rf, rf.seqNr());
+    classify(ts, ts.frames.size() - 1, cur, &rf);
+    set_top(ts, cur);
   } catch (...) {
     g_callback_errors.fetch_add(1, std::memory_order_relaxed);
   }
   return nullptr;
+}
+
+// An operator autograd saw (its sequence number) is closing: if a node took that number while it ran
+// (the thread's next number moved past it) and no operator inside it was first, the node's backward
+// function goes under this frame's context (the operator's own, or the enclosing one's for a view).
+void remember_sequence(ThreadState& ts, size_t i) {
+  int64_t seq = ts.frames[i].seq;
+  if (int64_t(at::sequence_number::peek()) <= seq) return;
+  if (ts.ring == nullptr) {
+    auto* ring = new SeqRing();
+    std::lock_guard<std::mutex> g(g_rings_mu);
+    g_rings[rf_thread(ts)] = ring;
+    ts.ring = ring;
+  }
+  if (ts.ring->slots[size_t(seq) & (kSeqSlots - 1)].seq.load(std::memory_order_relaxed) == seq) return;
+  ring_write(ts.ring, seq, resolve_to(ts, i));
 }
 
 void record_event(ThreadState& ts, const Frame& f) {
@@ -585,24 +672,29 @@ void record_event(ThreadState& ts, const Frame& f) {
   g_events.push_back(Event{f.ctx, os_thread(ts), f.start, end});
 }
 
-void pop_to(ThreadState& ts, size_t index) {
-  Frame f = ts.frames[index];
-  ts.frames.resize(index);
-  if (f.start != 0 && (f.kind == kOp || f.kind == kBackward || f.kind == kModule)) record_event(ts, f);
-  if (f.changed) publish(ts, f.prev);
+// Close the top frame: its record is ending now (``ended``), or lost its end (its record may be gone,
+// so it is not looked at).
+void pop_top(ThreadState& ts, bool ended) {
+  size_t i = ts.frames.size() - 1;
+  const Frame& f = ts.frames[i];
+  if (ended && f.seq >= 0) remember_sequence(ts, i);
+  if (f.start != 0) {
+    if (ended && f.kind == kOpen) resolve_to(ts, i);
+    if (f.kind == kOp || f.kind == kBackward || f.kind == kModule) record_event(ts, f);
+  }
+  bool changed = f.changed;
+  uint64_t prev = f.prev;
+  ts.frames.pop_back();
+  if (changed) publish(ts, prev);
 }
 
 void on_exit(const at::RecordFunction& rf, at::ObserverContext*) {
   ThreadState& ts = state();
   auto& frames = ts.frames;
   size_t i = frames.size();
-  if (i == 0 || frames[i - 1].rf != &rf) {
-    // Not the innermost frame: an operator passed over (it has none; asked first, so that its record is
-    // never matched to a stale frame deeper down), or one whose frames above lost their end.
-    if (!g_tracing.load(std::memory_order_relaxed)) {
-      const char* name = rf.name();
-      if (name != nullptr && metadata_only(name)) return;
-    }
+  if (__builtin_expect(i == 0 || frames[i - 1].rf != &rf, 0)) {
+    // Not the innermost frame: those above lost their end (an asynchronous record ending elsewhere),
+    // and close with it.
     while (i > 0 && frames[i - 1].rf != &rf) --i;
     if (i == 0) {
       if (g_on.load(std::memory_order_relaxed)) g_misnested.fetch_add(1, std::memory_order_relaxed);
@@ -610,9 +702,8 @@ void on_exit(const at::RecordFunction& rf, at::ObserverContext*) {
     }
   }
   try {
-    // Frames above it lost their end (an asynchronous record ending elsewhere): closed with it.
-    while (frames.size() > i) pop_to(ts, frames.size() - 1);
-    pop_to(ts, i - 1);
+    while (frames.size() > i) pop_top(ts, false);
+    pop_top(ts, true);
   } catch (...) {
     g_callback_errors.fetch_add(1, std::memory_order_relaxed);
   }
@@ -836,11 +927,12 @@ uint64_t own_module_frame(ThreadState& ts, PyObject* name) {
   Py_ssize_t len;
   const char* text = PyUnicode_AsUTF8AndSize(name, &len);
   if (text == nullptr) return 0;
-  uint64_t cur = current(ts);
+  uint64_t cur = effective(ts);
   uint64_t ctx = lookup(ts, cur, text, size_t(len), uintptr_t(hash_bytes(text, size_t(len))), kModuleEntry);
-  uint64_t start = g_tracing.load(std::memory_order_relaxed) ? now_ns() : 0;
-  ts.frames.push_back(Frame{nullptr, nullptr, ctx, cur, start, kModule, true});
-  publish(ts, ctx);
+  Frame& f = push_frame(ts, nullptr, -1);
+  f.kind = kModule;
+  f.ctx = ctx;
+  set_top(ts, cur);
   return ctx;
 }
 
@@ -905,8 +997,8 @@ PyObject* py_module_post_hook(PyObject*, PyObject* const* args, Py_ssize_t nargs
     size_t i = frames.size();
     while (i > 0 && !(frames[i - 1].kind == kModule && frames[i - 1].ctx == f.ctx)) --i;
     if (i > 0) {
-      while (frames.size() > i) pop_to(ts, frames.size() - 1);
-      pop_to(ts, i - 1);
+      while (frames.size() > i) pop_top(ts, false);
+      pop_top(ts, true);
     }
   } else if (f.kind == kCoreScope) {
     int done = fast_close(f.ctx);
@@ -1005,16 +1097,23 @@ PyObject* py_disable(PyObject*, PyObject*) {
 PyObject* py_forget_after_fork(PyObject*, PyObject*) {
   // A forked child has no session: stop setting contexts without touching torch's own (copied) locks.
   g_on.store(false);
+  g_providing.store(false);
   g_nchannels.store(0);
   Py_RETURN_NONE;
 }
 
-PyObject* py_set_channels(PyObject*, PyObject* arg) {
-  PyObject* seq = PySequence_Fast(arg, "set_channels takes a list of capsules");
+PyObject* py_set_channels(PyObject*, PyObject* args, PyObject* kwargs) {
+  static const char* kw[] = {"capsules", "provide", nullptr};
+  PyObject* list;
+  int wanted = 1;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|p", const_cast<char**>(kw), &list, &wanted)) return nullptr;
+  PyObject* seq = PySequence_Fast(list, "set_channels takes a list of capsules");
   if (seq == nullptr) return nullptr;
   Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
   NativeContext found[kMaxChannels];
+  void (*setters[kMaxChannels])(uint64_t (*)(uint64_t)) = {};
   int k = 0;
+  bool all_provide = true;
   for (Py_ssize_t i = 0; i < n && k < kMaxChannels; ++i) {
     PyObject* cap = PySequence_Fast_GET_ITEM(seq, i);
     auto* nc = static_cast<NativeContext*>(PyCapsule_GetPointer(cap, "proton.native_context.v1"));
@@ -1022,14 +1121,28 @@ PyObject* py_set_channels(PyObject*, PyObject* arg) {
       Py_DECREF(seq);
       return nullptr;
     }
-    if (nc->version >= 1 && nc->set != nullptr && nc->get != nullptr) found[k++] = *nc;
+    if (nc->version >= 1 && nc->set != nullptr && nc->get != nullptr) {
+      setters[k] = nc->version >= 2 ? static_cast<NativeContextV2*>(nc)->set_provider : nullptr;
+      all_provide = all_provide && setters[k] != nullptr;
+      found[k++] = *nc;
+    }
   }
   Py_DECREF(seq);
   // Only while no operator runs with hook="torch" on (the Python side calls this at session changes):
   // readers see the count first, and slots below it are written before it grows.
+  for (int i = 0; i < g_nprovider_setters; ++i)
+    if (g_provider_setters[i] != nullptr) g_provider_setters[i](nullptr);
+  g_providing.store(false);
   g_nchannels.store(0, std::memory_order_release);
   for (int i = 0; i < k; ++i) g_channels[i] = found[i];
   g_nchannels.store(k, std::memory_order_release);
+  bool providing = wanted && k > 0 && all_provide;
+  g_nprovider_setters = providing ? k : 0;
+  for (int i = 0; i < g_nprovider_setters; ++i) {
+    g_provider_setters[i] = setters[i];
+    setters[i](&provide);
+  }
+  g_providing.store(providing);
   return PyLong_FromLong(k);
 }
 
@@ -1065,7 +1178,7 @@ PyObject* py_intern(PyObject*, PyObject* args) {
 PyObject* py_backward_enter(PyObject*, PyObject*) {
   ThreadState& ts = state();
   uint64_t tid = rf_thread(ts);
-  uint64_t value = current(ts) + 1;
+  uint64_t value = effective(ts) + 1;
   uint64_t prev = 0;
   {
     std::lock_guard<std::mutex> g(g_calls_mu);
@@ -1098,7 +1211,7 @@ PyObject* py_backward_exit(PyObject*, PyObject* arg) {
   Py_RETURN_NONE;
 }
 
-PyObject* py_current(PyObject*, PyObject*) { return PyLong_FromUnsignedLongLong(current(state())); }
+PyObject* py_current(PyObject*, PyObject*) { return PyLong_FromUnsignedLongLong(effective(state())); }
 
 PyObject* py_take_events(PyObject*, PyObject*) {
   std::vector<Event> events;
@@ -1127,7 +1240,8 @@ PyObject* py_stats(PyObject*, PyObject*) {
     std::lock_guard<std::mutex> g(g_intern_mu);
     entries = g_entries.size();
   }
-  return Py_BuildValue("{s:O,s:O,s:i,s:n,s:K,s:K,s:K,s:K,s:K,s:n}", "enabled", g_on.load() ? Py_True : Py_False,
+  return Py_BuildValue("{s:O,s:O,s:O,s:i,s:n,s:K,s:K,s:K,s:K,s:K,s:n}", "enabled", g_on.load() ? Py_True : Py_False,
+                       "providing", g_providing.load() ? Py_True : Py_False,
                        "shapes", g_shapes.load() ? Py_True : Py_False, "channels", g_nchannels.load(), "entries",
                        Py_ssize_t(entries), "linked", (unsigned long long)g_linked.load(), "unlinked",
                        (unsigned long long)g_unlinked.load(), "misnested", (unsigned long long)g_misnested.load(),
@@ -1150,8 +1264,11 @@ PyMethodDef kMethods[] = {
      "enable(shapes=False): register the RecordFunction callbacks (again, if shapes changed)"},
     {"disable", py_disable, METH_NOARGS, "disable(): remove the callbacks (records already open still close)"},
     {"forget_after_fork", py_forget_after_fork, METH_NOARGS, "in a forked child: set no context any more"},
-    {"set_channels", py_set_channels, METH_O,
-     "set_channels([capsule, ...]): the running backends' native context setters; returns how many"},
+    {"set_channels", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(py_set_channels)),
+     METH_VARARGS | METH_KEYWORDS,
+     "set_channels([capsule, ...], provide=True): the running backends' native context setters; returns how "
+     "many. provide: name each launch's context when the backend asks (all of version 2), instead of setting "
+     "one per operator"},
     {"set_tracing", py_set_tracing, METH_O, "set_tracing(on): keep an event per operator for take_events()"},
     {"entry", py_entry, METH_O,
      "entry(id) -> ('name', parent, name, 'op'|'module'|'backward'|'name') | ('link', backward context, "

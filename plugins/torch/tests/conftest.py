@@ -28,6 +28,7 @@ def channel_lib(tmp_path_factory):
         pytest.skip(str(exc))
     lib.channel_get.restype = ctypes.c_uint64
     lib.channel_set.argtypes = [ctypes.c_uint64]
+    lib.channel_has_provider.restype = ctypes.c_int
     return lib
 
 
@@ -46,9 +47,13 @@ class NativeLocal:
         self._lib.channel_set(value)
 
 
-@pytest.fixture
-def native_fake(channel_lib, monkeypatch, fake):
-    """``backend="fake"`` with a native context setter: hook="torch" runs natively with it."""
+@pytest.fixture(params=["provider", "publish"])
+def native_fake(request, channel_lib, monkeypatch, fake):
+    """``backend="fake"`` with a native context setter: hook="torch" runs natively with it. Each test
+    runs twice: with the backend asking for each launch's context (capsule version 2, the CUPTI
+    backend's way), and with a context set per operator (``PROTON_TORCH_PROVIDER=0``, as with a
+    backend of version 1)."""
+    monkeypatch.setenv("PROTON_TORCH_PROVIDER", "1" if request.param == "provider" else "0")
     capsule = native_context_capsule(channel_lib, "channel_native_context")
     init = SyntheticBackend.__init__
 

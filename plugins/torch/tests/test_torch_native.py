@@ -262,6 +262,52 @@ def test_callbacks_are_registered_only_while_a_session_uses_the_hook(tmp_path, n
     assert C.stats()["entries"] == before and channel_lib.channel_get() == 12345
 
 
+def test_the_backend_asks_for_launch_contexts_only_while_the_hook_runs(tmp_path, native_fake, channel_lib,
+                                                                       request):
+    providing = request.node.callspec.params["native_fake"] == "provider"
+    proton.start(str(tmp_path / "a"), backend="fake", hook="torch")
+    assert C.stats()["providing"] == providing and channel_lib.channel_has_provider() == providing
+    proton.finalize()
+    assert not C.stats()["providing"] and not channel_lib.channel_has_provider()
+
+
+def test_a_backend_of_the_first_capsule_version_gets_a_context_per_operator(tmp_path, fake, channel_lib,
+                                                                             monkeypatch):
+    from proton_core.testing import SyntheticBackend, native_context_capsule
+
+    monkeypatch.setattr(SyntheticBackend, "native_context",
+                        native_context_capsule(channel_lib, "channel_v1_native_context"), raising=False)
+    proton.start(str(tmp_path / "v1"), backend="fake", hook="torch")
+    assert torch_ops.current_mode() == "native"
+    assert not C.stats()["providing"] and not channel_lib.channel_has_provider()
+    with proton.scope("outer"):
+        outer = channel_lib.channel_get()
+        seen = []  # what a launch inside the operator would read
+        lib = torch.library.Library("proton_v1_test", "FRAGMENT")
+        lib.define("probe(Tensor x) -> Tensor")
+        lib.impl("probe", lambda x: seen.append(channel_lib.channel_get()) or x.clone(), "CompositeExplicitAutograd")
+        torch.ops.proton_v1_test.probe(torch.ones(2))
+    proton.finalize()
+    # the operator's own context was set on the thread while it ran (no provider to ask)
+    assert seen and seen[0] != outer and C.entry(seen[0])[2] == "proton_v1_test::probe"
+
+
+def test_providing_names_only_operators_that_launch(tmp_path, native_fake, request):
+    if request.node.callspec.params["native_fake"] != "provider":
+        pytest.skip("publishing names every operator at its entry")
+    x = torch.ones(4, 4)
+    proton.start(str(tmp_path / "lazy"), backend="fake", hook="torch")
+    before = C.stats()["entries"]
+    for _ in range(50):
+        torch.mm(x, x).t().contiguous().sum()  # no launch: nothing asks for a context
+    assert C.stats()["entries"] == before
+    with KernelEmulator(native_fake):
+        torch.mm(x, x)
+    proton.finalize()
+    named = [C.entry(i)[2] for i in range(before + C.FIRST_ID, C.FIRST_ID + C.stats()["entries"])]
+    assert "aten::mm" in named and "aten::sum" not in named
+
+
 def test_the_null_observer_benchmark_anchor_leaves_our_callbacks_alone(tmp_path, native_fake):
     """benchmarks' floor-record-function registers do-nothing callbacks beside ours; adding and removing
     them (twice each) must not remove ours."""
@@ -404,11 +450,12 @@ def test_ids_are_ours_and_resolve_like_scopes(tmp_path, native_fake):
         def forward(self, x):
             return x * 2
 
-    proton.start(str(tmp_path / "r"), backend="fake", hook="torch")
-    with proton.scope("outer"):
-        assert 0 < C.current() < C.FIRST_ID  # a core scope, read through the backend's native getter
-        Probe()(torch.ones(2))
-    proton.finalize()
+    with KernelEmulator(native_fake):  # ids are interned for the launches that ask for them
+        proton.start(str(tmp_path / "r"), backend="fake", hook="torch")
+        with proton.scope("outer"):
+            assert 0 < C.current() < C.FIRST_ID  # a core scope, read through the backend's native getter
+            Probe()(torch.ones(2))
+        proton.finalize()
     ids = [i for i in range(C.FIRST_ID, C.FIRST_ID + C.stats()["entries"]) if C.entry(i)[0] == "name"]
     spelled = {tuple(context_names(i)) for i in ids}
     assert ("outer", "Probe", "aten::mul") in spelled

@@ -106,12 +106,18 @@ def _tracing() -> bool:
     return any(getattr(s, "data", None) == "trace" for s in open_sessions())
 
 
+def providing_wanted() -> bool:
+    """``PROTON_TORCH_PROVIDER=0``: set a context per operator even where the backends would ask for
+    each launch's (the way of backends of the first capsule version; for comparisons)."""
+    return os.environ.get("PROTON_TORCH_PROVIDER", "1").strip().lower() not in ("0", "false", "no", "off")
+
+
 def refresh() -> None:
     """Match the extension to the open sessions: their backends' setters, whether any traces."""
     if STATE["on"]:
         setters, tracing = native_context_setters(), _tracing()
         native = _native()
-        native.set_channels(setters)
+        native.set_channels(setters, provide=providing_wanted())
         native.set_tracing(tracing)
 
 
@@ -127,7 +133,7 @@ def start(shapes: bool = False) -> None:
     """Register the callbacks (``shapes``: input shapes in operator names)."""
     native = load()
     register_context_ids(native.FIRST_ID, resolve)
-    native.set_channels(native_context_setters())
+    native.set_channels(native_context_setters(), provide=providing_wanted())
     native.set_tracing(_tracing())
     native.enable(shapes=bool(shapes))
     STATE["patched"] = _patch_backward(native)
