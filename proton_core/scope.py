@@ -214,32 +214,70 @@ class scope:
     cpu_timed = False
 
     def __init__(self, name: str, metrics=None) -> None:
-        _check_name(name)
-        parse_metrics(metrics)  # fail at the call, not later
+        if name.__class__ is not str or not name:
+            _check_name(name)
+        if metrics is not None:
+            parse_metrics(metrics)  # fail at the call, not later
         self.name = name
         self.metrics = metrics
         self._ids: dict[int, int] = {}  # parent context id -> this scope's id under it (ids never change)
 
+    # enter and exit are _push/_pop written out: a training step opens a few scopes, and each call and
+    # thread-local read shows in the step's time (cold caches after the GPU launches around them).
     def __enter__(self):
-        opened = THREAD.opened
+        t = THREAD.__dict__  # this thread's ThreadContext attributes: one thread-local read, then dict items
         if not MANAGER.active:
-            opened.append((self, False, 0))
+            t["opened"].append((self, False, 0))
             return self
-        _push(self.name, self._ids)
+        stack = t["stack"]
+        parent = stack[-1][0] if stack else ROOT_ID
+        name = self.name
+        ctx = self._ids.get(parent)
+        if ctx is None:
+            ctx = _INDEX.get((parent, SCOPE, name))
+            if ctx is None:
+                ctx = TREE.child(parent, SCOPE, name)
+            self._ids[parent] = ctx
+        stack.append((ctx, name, _now_ns()))
+        if t["state"] is None and t["op"] is None:
+            t["current"] = ctx
+            for setter in MANAGER.setters:
+                setter(ctx)
+        else:
+            _publish(THREAD, ctx)
         if self.metrics is not None:
             parsed = parse_metrics(self.metrics)
             if parsed:
                 MANAGER.add_metrics_here(parsed)
-        opened.append((self, True, time.perf_counter_ns() if self.cpu_timed else 0))
+        t["opened"].append((self, True, time.perf_counter_ns() if self.cpu_timed else 0))
         return self
 
     def __exit__(self, *exc) -> None:
-        _, pushed, start = _take_entry(self)
-        if not pushed or not THREAD.stack:
+        t = THREAD.__dict__
+        opened = t["opened"]
+        entry = opened[-1] if opened else None
+        if entry is not None and entry[0] is self:
+            opened.pop()
+        else:
+            entry = _take_entry(self)
+        stack = t["stack"]
+        if not entry[1] or not stack:
             return
         if self.cpu_timed and MANAGER.active:
-            MANAGER.add_metrics_here([(CPU_TIME, time.perf_counter_ns() - start)])
-        _pop(self.name)
+            MANAGER.add_metrics_here([(CPU_TIME, time.perf_counter_ns() - entry[2])])
+        ctx, top, start = stack[-1]
+        if top != self.name:
+            _mismatch(self.name, top)
+        if MANAGER.tracing:
+            _record_trace(top, start)
+        stack.pop()
+        innermost = stack[-1][0] if stack else ROOT_ID
+        if t["state"] is None and t["op"] is None:
+            t["current"] = innermost
+            for setter in MANAGER.setters:
+                setter(innermost)
+        else:
+            _publish(THREAD, innermost)
 
     def __call__(self, func):
         @functools.wraps(func)
