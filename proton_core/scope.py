@@ -48,6 +48,16 @@ def _publish(t, innermost: int) -> None:
         setter(innermost)
 
 
+def _set_current(t: dict, innermost: int) -> None:
+    """``_publish`` for ``scope``, given this thread's attribute dict (``THREAD.__dict__``)."""
+    if t["state"] is None and t["op"] is None:
+        t["current"] = innermost
+        for setter in MANAGER.setters:
+            setter(innermost)
+    else:
+        _publish(THREAD, innermost)
+
+
 def _push(name: str, ids: dict | None = None) -> int:
     """Open scope ``name`` on this thread (profiling is on); ``ids`` caches parent id -> its id."""
     t = THREAD
@@ -239,12 +249,7 @@ class scope:
                 ctx = TREE.child(parent, SCOPE, name)
             self._ids[parent] = ctx
         stack.append((ctx, name, _now_ns()))
-        if t["state"] is None and t["op"] is None:
-            t["current"] = ctx
-            for setter in MANAGER.setters:
-                setter(ctx)
-        else:
-            _publish(THREAD, ctx)
+        _set_current(t, ctx)
         if self.metrics is not None:
             parsed = parse_metrics(self.metrics)
             if parsed:
@@ -271,13 +276,7 @@ class scope:
         if MANAGER.tracing:
             _record_trace(top, start)
         stack.pop()
-        innermost = stack[-1][0] if stack else ROOT_ID
-        if t["state"] is None and t["op"] is None:
-            t["current"] = innermost
-            for setter in MANAGER.setters:
-                setter(innermost)
-        else:
-            _publish(THREAD, innermost)
+        _set_current(t, stack[-1][0] if stack else ROOT_ID)
 
     def __call__(self, func):
         @functools.wraps(func)
