@@ -72,6 +72,7 @@ def lane_argv(args, workloads: list[str], out: str, budget: float) -> list[str]:
         argv += ["--target", str(args.target)]
     if args.profilers:
         argv += ["--profilers", args.profilers]
+    argv += ["--pairs", str(args.pairs), "--pair-window-s", str(args.pair_window_s)]
     if args.keep_profiles:
         argv.append("--keep-profiles")
     return argv

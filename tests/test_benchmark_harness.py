@@ -181,3 +181,18 @@ def test_median_interval_is_reproducible_and_brackets_the_median():
     assert median_ci(values[:9]) is None  # too few rounds for an interval
     wide = median_ci([v * 3 - 2 for v in values])  # three times the spread, a wider interval
     assert wide[1] - wide[0] > 2 * (hi - lo)
+
+
+def test_lanes_pass_the_run_shape_on():
+    """A lane's run.py gets this run's A/B pairs and window length, not its own defaults."""
+    import argparse
+
+    sys.path.insert(0, BENCH)
+    try:
+        from lanes import lane_argv
+    finally:
+        sys.path.remove(BENCH)
+    args = argparse.Namespace(rounds=2, dry_run=False, quick=False, target=None, profilers="ours-torch/floor",
+                              keep_profiles=False, pairs=5, pair_window_s=0.25)
+    argv = lane_argv(args, ["mlp"], "/tmp/lane0", 100.0)
+    assert argv[argv.index("--pairs") + 1] == "5" and argv[argv.index("--pair-window-s") + 1] == "0.25"
