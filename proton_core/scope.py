@@ -38,34 +38,27 @@ def _record_trace(name: str, start_ns: int) -> None:
         trace.scopes.append(ScopeEvent(path, name, tid, start_ns, end))
 
 
-def _publish(t, innermost: int) -> None:
+# _publish, _push and _pop take this thread's attributes as a dict (``THREAD.__dict__``: one
+# thread-local read, then dict items): a training step opens a few scopes, and each thread-local read
+# shows in its time (cold caches after the GPU launches around them).
+def _publish(t: dict, innermost: int) -> None:
     """Make this thread's current context the one under scope ``innermost`` and tell the backends."""
-    if t.state is None and t.op is None:
-        t.current = innermost
+    if t["state"] is None and t["op"] is None:
+        t["current"] = innermost
     else:
-        innermost = t.recompute()
+        innermost = THREAD.recompute()
     for setter in MANAGER.setters:
         setter(innermost)
 
 
-def _set_current(t: dict, innermost: int) -> None:
-    """``_publish`` for ``scope``, given this thread's attribute dict (``THREAD.__dict__``)."""
-    if t["state"] is None and t["op"] is None:
-        t["current"] = innermost
-        for setter in MANAGER.setters:
-            setter(innermost)
-    else:
-        _publish(THREAD, innermost)
-
-
 def _push(name: str, ids: dict | None = None) -> int:
     """Open scope ``name`` on this thread (profiling is on); ``ids`` caches parent id -> its id."""
-    t = THREAD
-    stack = t.stack
+    t = THREAD.__dict__
+    stack = t["stack"]
     parent = stack[-1][0] if stack else ROOT_ID
     ctx = ids.get(parent) if ids is not None else None
     if ctx is None:
-        ctx = TREE.child(parent, SCOPE, name)
+        ctx = _INDEX.get((parent, SCOPE, name)) or TREE.child(parent, SCOPE, name)
         if ids is not None:
             ids[parent] = ctx
     stack.append((ctx, name, _now_ns()))
@@ -84,7 +77,7 @@ def _announce(t, innermost: int, plain: bool) -> None:
         for setter in MANAGER.setters:
             setter(innermost)
     else:
-        _publish(t, innermost)
+        _publish(t.__dict__, innermost)
 
 
 def open_unchecked(name: str) -> int:
@@ -164,14 +157,15 @@ def _take_entry(obj) -> tuple:
 
 def _pop(name: str | None) -> int:
     """Close the innermost scope of this thread; ``name``, if given, must be its name."""
-    stack = THREAD.stack
+    t = THREAD.__dict__
+    stack = t["stack"]
     ctx, top, start = stack[-1]
     if name is not None and name != top:
         _mismatch(name, top)
     if MANAGER.tracing:
         _record_trace(top, start)
     stack.pop()
-    _publish(THREAD, stack[-1][0] if stack else ROOT_ID)
+    _publish(t, stack[-1][0] if stack else ROOT_ID)
     return ctx
 
 
@@ -232,51 +226,26 @@ class scope:
         self.metrics = metrics
         self._ids: dict[int, int] = {}  # parent context id -> this scope's id under it (ids never change)
 
-    # enter and exit are _push/_pop written out: a training step opens a few scopes, and each call and
-    # thread-local read shows in the step's time (cold caches after the GPU launches around them).
     def __enter__(self):
-        t = THREAD.__dict__  # this thread's ThreadContext attributes: one thread-local read, then dict items
+        opened = THREAD.opened
         if not MANAGER.active:
-            t["opened"].append((self, False, 0))
+            opened.append((self, False, 0))
             return self
-        stack = t["stack"]
-        parent = stack[-1][0] if stack else ROOT_ID
-        name = self.name
-        ctx = self._ids.get(parent)
-        if ctx is None:
-            ctx = _INDEX.get((parent, SCOPE, name))
-            if ctx is None:
-                ctx = TREE.child(parent, SCOPE, name)
-            self._ids[parent] = ctx
-        stack.append((ctx, name, _now_ns()))
-        _set_current(t, ctx)
+        _push(self.name, self._ids)
         if self.metrics is not None:
             parsed = parse_metrics(self.metrics)
             if parsed:
                 MANAGER.add_metrics_here(parsed)
-        t["opened"].append((self, True, time.perf_counter_ns() if self.cpu_timed else 0))
+        opened.append((self, True, time.perf_counter_ns() if self.cpu_timed else 0))
         return self
 
     def __exit__(self, *exc) -> None:
-        t = THREAD.__dict__
-        opened = t["opened"]
-        entry = opened[-1] if opened else None
-        if entry is not None and entry[0] is self:
-            opened.pop()
-        else:
-            entry = _take_entry(self)
-        stack = t["stack"]
-        if not entry[1] or not stack:
+        _, pushed, start = _take_entry(self)
+        if not pushed or not THREAD.stack:
             return
         if self.cpu_timed and MANAGER.active:
-            MANAGER.add_metrics_here([(CPU_TIME, time.perf_counter_ns() - entry[2])])
-        ctx, top, start = stack[-1]
-        if top != self.name:
-            _mismatch(self.name, top)
-        if MANAGER.tracing:
-            _record_trace(top, start)
-        stack.pop()
-        _set_current(t, stack[-1][0] if stack else ROOT_ID)
+            MANAGER.add_metrics_here([(CPU_TIME, time.perf_counter_ns() - start)])
+        _pop(self.name)
 
     def __call__(self, func):
         @functools.wraps(func)

@@ -496,13 +496,17 @@ bool metadata_only(const char* name) {
   }
 }
 
+const char* record_name(const at::RecordFunction& rf) {
+  const char* name = rf.name();
+  return name == nullptr || name[0] == '\0' ? "<unnamed>" : name;
+}
+
 // What frame ``i`` stands for, under ``parent``: its kind, name and context. ``inputs``: the record whose
 // inputs name its shapes (only at its entry).
 void classify(ThreadState& ts, size_t i, uint64_t parent, const at::RecordFunction* inputs) {
   auto& frames = ts.frames;
   Frame& f = frames[i];
-  const char* name = f.rf->name();
-  if (name == nullptr || name[0] == '\0') name = "<unnamed>";
+  const char* name = record_name(*f.rf);
   f.name = name;
   f.ctx = parent;
   f.kind = kPass;
@@ -543,21 +547,21 @@ uint64_t resolve_to(ThreadState& ts, size_t top) {
   return frames[top].ctx;
 }
 
-// The calling thread's context now: the one last set, or, providing, its innermost frame's (unless
-// something set another inside our frames: an NVTX range or a Python scope, which then wins).
-uint64_t effective(ThreadState& ts) {
-  uint64_t set = last_set(ts);
+// The thread's context now, given the one last ``set``: providing, its innermost frame's, unless something
+// set another inside our frames (an NVTX range or a Python scope, which then wins).
+uint64_t answer(ThreadState& ts, uint64_t set) {
   if (!g_providing.load(std::memory_order_relaxed) || ts.frames.empty() || set != ts.base) return set;
   return resolve_to(ts, ts.frames.size() - 1);
 }
 
+uint64_t effective(ThreadState& ts) { return answer(ts, last_set(ts)); }
+
 // The provider the backends ask at each launch (providing), on the launching thread.
 uint64_t provide(uint64_t set) {
   ThreadState* ts = t_fast;
-  if (ts == nullptr || ts->frames.empty() || set != ts->base || !g_providing.load(std::memory_order_relaxed))
-    return set;
+  if (ts == nullptr) return set;
   try {
-    return resolve_to(*ts, ts->frames.size() - 1);
+    return answer(*ts, set);
   } catch (...) {
     g_callback_errors.fetch_add(1, std::memory_order_relaxed);
     return set;
@@ -583,8 +587,7 @@ void set_top(ThreadState& ts, uint64_t prev, bool always = false) {
 }
 
 void enter_backward(ThreadState& ts, const at::RecordFunction& rf) {
-  const char* name = rf.name();
-  if (name == nullptr || name[0] == '\0') name = "<unnamed>";
+  const char* name = record_name(rf);
   uint64_t cur = effective(ts);
   // The backward pass's own context: where Python called the engine, else this thread's.
   bool called = false;
