@@ -9,6 +9,7 @@ When no session is active these calls return at once.
 from __future__ import annotations
 
 import functools
+import os
 import threading
 import time
 
@@ -206,46 +207,88 @@ def exit_scope(name: str | None = None, *, triton_op: bool = False, metrics=None
     return _pop(None)  # name checked above
 
 
-class scope:
+def _init_check(name, metrics) -> None:
+    """The constructor's checks: a non-empty str name; metrics parsed now, to fail at the call, not later."""
+    if name.__class__ is not str or not name:
+        _check_name(name)
+    if metrics is not None:
+        parse_metrics(metrics)
+
+
+def _init(self, name: str, metrics=None) -> None:
+    """``scope.__init__`` in Python."""
+    _init_check(name, metrics)
+    self.name = name
+    self.metrics = metrics
+    self._ids = None  # {parent context id: this scope's id under it}, from the second entry (ids never change)
+
+
+def _enter(self):
+    """``scope.__enter__`` in Python: every case (the C path takes the plain ones, the same way)."""
+    opened = THREAD.opened
+    if not MANAGER.active:
+        opened.append((self, False, 0))
+        return self
+    ids = self._ids
+    if ids is None:
+        ids = self._ids = {}
+    _push(self.name, ids)
+    if self.metrics is not None:
+        parsed = parse_metrics(self.metrics)
+        if parsed:
+            MANAGER.add_metrics_here(parsed)
+    opened.append((self, True, time.perf_counter_ns() if self.cpu_timed else 0))
+    return self
+
+
+def _exit(self, *exc) -> None:
+    """``scope.__exit__`` in Python."""
+    _, pushed, start = _take_entry(self)
+    if not pushed or not THREAD.stack:
+        return
+    if self.cpu_timed and MANAGER.active:
+        MANAGER.add_metrics_here([(CPU_TIME, time.perf_counter_ns() - start)])
+    _pop(self.name)
+
+
+def _pure_python_asked() -> bool:
+    """``PROTON_PURE_PYTHON=1``: scopes in Python even where the C path is built (comparisons, debugging)."""
+    return os.environ.get("PROTON_PURE_PYTHON", "").strip().lower() not in ("", "0", "false", "no", "off")
+
+
+def _load_fast():
+    """``proton_core._scope_fast`` (csrc/scope_fast.c), unless it was not built or PROTON_PURE_PYTHON is set."""
+    if _pure_python_asked():
+        return None
+    try:
+        from . import _scope_fast
+    except ImportError:
+        return None
+    return _scope_fast
+
+
+_FAST = _load_fast()
+
+
+class _PythonScope:
+    __init__ = _init
+    __enter__ = _enter
+    __exit__ = _exit
+
+
+class scope(_FAST.ScopeBase if _FAST is not None else _PythonScope):
     """A named region, as a context manager or a decorator.
 
     ``metrics`` (``{name: number}``) are added to the scope's node each time
     it is entered.  One object may be entered again while open (recursion, a
     decorated function) and from several threads: what each entry did is kept
     on the entering thread (``ThreadContext.opened``), not on the object.
+    ``scope(name, metrics=None)``; creating, entering and leaving run in C where
+    ``proton_core._scope_fast`` was built (the plain cases; the rest, and
+    everything without it, in ``_init``/``_enter``/``_exit``).
     """
 
     cpu_timed = False
-
-    def __init__(self, name: str, metrics=None) -> None:
-        if name.__class__ is not str or not name:
-            _check_name(name)
-        if metrics is not None:
-            parse_metrics(metrics)  # fail at the call, not later
-        self.name = name
-        self.metrics = metrics
-        self._ids: dict[int, int] = {}  # parent context id -> this scope's id under it (ids never change)
-
-    def __enter__(self):
-        opened = THREAD.opened
-        if not MANAGER.active:
-            opened.append((self, False, 0))
-            return self
-        _push(self.name, self._ids)
-        if self.metrics is not None:
-            parsed = parse_metrics(self.metrics)
-            if parsed:
-                MANAGER.add_metrics_here(parsed)
-        opened.append((self, True, time.perf_counter_ns() if self.cpu_timed else 0))
-        return self
-
-    def __exit__(self, *exc) -> None:
-        _, pushed, start = _take_entry(self)
-        if not pushed or not THREAD.stack:
-            return
-        if self.cpu_timed and MANAGER.active:
-            MANAGER.add_metrics_here([(CPU_TIME, time.perf_counter_ns() - start)])
-        _pop(self.name)
 
     def __call__(self, func):
         @functools.wraps(func)
@@ -254,6 +297,22 @@ class scope:
                 return func(*args, **kwargs)
 
         return wrapper
+
+
+def fast_protocol():
+    """What ``_scope_fast`` touches (version 1): the objects of ``_enter``/``_exit`` and the two as fallbacks."""
+    return (1, THREAD, _INDEX, TREE.child, SCOPE, MANAGER, ROOT_ID, scope, _enter, _exit, _init_check)
+
+
+def use_fast(on: bool = True) -> bool:
+    """Enter and leave plain scopes in C (``on``) or always in Python; False where the C path is not built."""
+    if _FAST is None:
+        return False
+    _FAST.configure(fast_protocol() if on else None)
+    return on
+
+
+use_fast(True)
 
 
 class cpu_timed_scope(scope):

@@ -1,0 +1,440 @@
+/* proton.scope's __enter__ and __exit__ in C: a scope in the user's training step runs no Python frame.
+ *
+ * A scope is the one part of the core that runs inside the user's loop: a step opens a few, and on a
+ * GPU host each Python-coded enter + exit took 2 µs in a loop and about 7 µs inside a training step
+ * (cold caches after the launches around it), 2-3 % of a 1 ms step.  ScopeBase is the base class of
+ * proton_core.scope.scope; its two methods perform the plain case of the Python ones (scope._enter,
+ * scope._exit in proton_core/scope.py) on the same objects, in the same order:
+ *
+ *   init   a non-empty str name and no metrics: stored; anything else is checked by scope._init_check first.
+ *   enter  not active (MANAGER.active empty): opened.append((self, False, 0)).  Active, with no state and
+ *          no op on this thread: parent = the innermost scope's id (ROOT_ID without one); the id is the one
+ *          this object found last time under the same parent, else the context tree's
+ *          index[(parent, SCOPE, name)], else TREE.child(parent, SCOPE, name); stack.append((id, name, monotonic ns));
+ *          current = id; every one of MANAGER.setters is called with id; opened.append((self, True, 0)).
+ *   exit   this object's entry is the last one of opened: it is removed; if it pushed and a scope is
+ *          open, the innermost scope must be this one (same name), no tracing session may be open and
+ *          no state or op set: stack.pop(); current = the new innermost id (or ROOT_ID); the setters.
+ *
+ * Anything else (a subclass such as cpu_timed_scope, metrics, a state or op on top, a tracing session,
+ * interleaved generators, a name mismatch, an attribute of an unexpected type) goes to the Python methods,
+ * which then do everything, raising what they raise.  The objects come from proton_core.scope's
+ * _fast_protocol() (version 1); configure(None) sends every call to Python (tests, PROTON_PURE_PYTHON).
+ * Everything runs with the GIL held; free-threaded builds are refused at import (Python runs there).
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <structmember.h>
+#include <time.h>
+
+#define PROTOCOL_VERSION 1
+
+static struct {
+    int on;
+    /* (1, thread, index, child, scope_kind, manager, root_id, plain_type, slow_enter, slow_exit,
+     * init_check) */
+    PyObject *thread, *index, *child, *kind, *manager, *root, *plain_type, *slow_enter, *slow_exit;
+    PyObject *check; /* scope._init_check(name, metrics): the constructor's checks that are not plain */
+    PyObject *s_dict, *s_stack, *s_opened, *s_current, *s_state, *s_op, *s_active, *s_setters, *s_tracing;
+    PyObject *zero;
+    unsigned long long n_enter_fast, n_enter_slow, n_exit_fast, n_exit_slow;
+} g;
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *name;    /* str */
+    PyObject *metrics; /* None, or the user's {name: number} */
+    PyObject *ids;     /* the Python path's cache: {parent context id: this scope's id under it}, or NULL */
+    PyObject *parent;  /* this path's one-entry cache: the last parent id ... */
+    PyObject *ctx;     /* ... and this scope's id under it (ids are never reused: it never goes stale) */
+    PyObject *weakrefs;
+} ScopeBase;
+
+/* ------------------------------------------------------------------ helpers ---- */
+
+static int is_true(PyObject *v) {
+    if (v == Py_True) return 1;
+    if (v == Py_False || v == Py_None) return 0;
+    if (PyTuple_CheckExact(v)) return PyTuple_GET_SIZE(v) != 0;
+    return PyObject_IsTrue(v);
+}
+
+/* `for setter in MANAGER.setters: setter(ctx)`: 0, or -1 with the exception. */
+static int call_setters(PyObject *ctx) {
+    PyObject *setters = PyObject_GetAttr(g.manager, g.s_setters);
+    if (setters == NULL) return -1;
+    PyObject *seq = PySequence_Fast(setters, "MANAGER.setters is not iterable");
+    Py_DECREF(setters);
+    if (seq == NULL) return -1;
+    int rc = 0;
+    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(seq) && rc == 0; ++i) {
+        PyObject *r = PyObject_CallOneArg(PySequence_Fast_GET_ITEM(seq, i), ctx);
+        if (r == NULL) rc = -1;
+        Py_XDECREF(r);
+    }
+    Py_DECREF(seq);
+    return rc;
+}
+
+/* The id of the innermost scope of a stack list (borrowed), ROOT_ID for an empty one; NULL: not a plain entry. */
+static PyObject *top_id(PyObject *stack) {
+    Py_ssize_t n = PyList_GET_SIZE(stack);
+    if (n == 0) return g.root;
+    PyObject *top = PyList_GET_ITEM(stack, n - 1);
+    return PyTuple_CheckExact(top) && PyTuple_GET_SIZE(top) == 3 ? PyTuple_GET_ITEM(top, 0) : NULL;
+}
+
+/* The thread's dict items this file reads, all borrowed from d (a new reference the caller releases). */
+typedef struct {
+    PyObject *d, *stack, *opened;
+    int plain; /* no state and no op set */
+} Thread;
+
+/* 1: filled; 0: not the shapes expected (Python decides); -1: an exception. */
+static int thread_get(Thread *t) {
+    t->d = PyObject_GetAttr(g.thread, g.s_dict); /* the threading.local's own dict for this thread */
+    if (t->d == NULL) return -1;
+    if (!PyDict_CheckExact(t->d)) return 0;
+    t->stack = PyDict_GetItemWithError(t->d, g.s_stack);
+    t->opened = t->stack ? PyDict_GetItemWithError(t->d, g.s_opened) : NULL;
+    PyObject *state = t->opened ? PyDict_GetItemWithError(t->d, g.s_state) : NULL;
+    PyObject *op = state ? PyDict_GetItemWithError(t->d, g.s_op) : NULL;
+    if (op == NULL) return PyErr_Occurred() ? -1 : 0;
+    if (!PyList_CheckExact(t->stack) || !PyList_CheckExact(t->opened)) return 0;
+    t->plain = state == Py_None && op == Py_None;
+    return 1;
+}
+
+static PyObject *entry3(PyObject *a, PyObject *b, PyObject *c) { return PyTuple_Pack(3, a, b, c); }
+
+static PyObject *monotonic_ns(void) { /* time.monotonic_ns()'s clock */
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return PyLong_FromLongLong((long long)ts.tv_sec * 1000000000LL + ts.tv_nsec);
+}
+
+/* ------------------------------------------------------------------ enter / exit ---- */
+
+static PyObject *slow_enter(ScopeBase *self) {
+    g.n_enter_slow++;
+    return PyObject_CallOneArg(g.slow_enter, (PyObject *)self);
+}
+
+static PyObject *scope_enter(ScopeBase *self, PyObject *unused) {
+    if (!g.on || Py_TYPE(self) != (PyTypeObject *)g.plain_type || self->metrics != Py_None || self->name == NULL ||
+        !PyUnicode_CheckExact(self->name))
+        return slow_enter(self);
+    PyObject *active = PyObject_GetAttr(g.manager, g.s_active);
+    if (active == NULL) return NULL;
+    int on = is_true(active);
+    Py_DECREF(active);
+    if (on < 0) return NULL;
+    Thread t;
+    int got = thread_get(&t);
+    PyObject *result = NULL;
+    if (got <= 0 || (on && !t.plain)) {
+        Py_XDECREF(t.d);
+        return got < 0 ? NULL : slow_enter(self);
+    }
+    if (!on) {
+        PyObject *e = entry3((PyObject *)self, Py_False, g.zero);
+        if (e != NULL && PyList_Append(t.opened, e) == 0) result = Py_NewRef(self);
+        Py_XDECREF(e);
+        Py_DECREF(t.d);
+        g.n_enter_fast++;
+        return result;
+    }
+    Py_INCREF(t.stack);
+    Py_INCREF(t.opened);
+    PyObject *parent = top_id(t.stack);
+    if (parent == NULL) {
+        result = slow_enter(self);
+        goto done;
+    }
+    Py_INCREF(parent);
+    PyObject *ctx = NULL;
+    if (self->parent != NULL && (self->parent == parent || (PyLong_CheckExact(parent) &&
+                                 PyLong_CheckExact(self->parent) && PyObject_RichCompareBool(self->parent, parent, Py_EQ) == 1))) {
+        ctx = Py_NewRef(self->ctx);
+    } else {
+        PyObject *key = entry3(parent, g.kind, self->name);
+        ctx = key ? PyDict_GetItemWithError(g.index, key) : NULL;
+        Py_XDECREF(key);
+        if (ctx != NULL && is_true(ctx) == 1) {
+            Py_INCREF(ctx);
+        } else if (!PyErr_Occurred()) { /* `index.get(key) or TREE.child(...)` */
+            ctx = PyObject_CallFunctionObjArgs(g.child, parent, g.kind, self->name, NULL);
+        } else {
+            ctx = NULL;
+        }
+        if (ctx != NULL) {
+            Py_XSETREF(self->parent, Py_NewRef(parent));
+            Py_XSETREF(self->ctx, Py_NewRef(ctx));
+        }
+    }
+    Py_DECREF(parent);
+    if (ctx != NULL) {
+        PyObject *now = monotonic_ns();
+        PyObject *e = now ? entry3(ctx, self->name, now) : NULL;
+        Py_XDECREF(now);
+        int ok = e != NULL && PyList_Append(t.stack, e) == 0 && PyDict_SetItem(t.d, g.s_current, ctx) == 0 &&
+                 call_setters(ctx) == 0;
+        Py_XDECREF(e);
+        if (ok) { /* not kept on the object: a (self, ...) tuple there would make every scope a reference cycle */
+            e = entry3((PyObject *)self, Py_True, g.zero);
+            if (e != NULL && PyList_Append(t.opened, e) == 0) result = Py_NewRef(self);
+            Py_XDECREF(e);
+        }
+        Py_DECREF(ctx);
+        g.n_enter_fast++;
+    }
+done:
+    Py_DECREF(t.stack);
+    Py_DECREF(t.opened);
+    Py_DECREF(t.d);
+    return result;
+}
+
+static PyObject *slow_exit(ScopeBase *self, PyObject *const *args, Py_ssize_t nargs) {
+    g.n_exit_slow++;
+    PyObject *call[4] = {(PyObject *)self, NULL, NULL, NULL};
+    for (Py_ssize_t i = 0; i < nargs && i < 3; ++i) call[i + 1] = args[i];
+    return PyObject_Vectorcall(g.slow_exit, call, 1 + (nargs < 3 ? nargs : 3), NULL);
+}
+
+static PyObject *scope_exit(ScopeBase *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (!g.on || Py_TYPE(self) != (PyTypeObject *)g.plain_type || nargs > 3 || self->name == NULL)
+        return slow_exit(self, args, nargs);
+    Thread t;
+    int got = thread_get(&t);
+    if (got <= 0) {
+        Py_XDECREF(t.d);
+        return got < 0 ? NULL : slow_exit(self, args, nargs);
+    }
+    Py_ssize_t n = PyList_GET_SIZE(t.opened);
+    PyObject *mine = n ? PyList_GET_ITEM(t.opened, n - 1) : NULL;
+    if (mine == NULL || !PyTuple_CheckExact(mine) || PyTuple_GET_SIZE(mine) != 3 ||
+        PyTuple_GET_ITEM(mine, 0) != (PyObject *)self) {
+        Py_DECREF(t.d);
+        return slow_exit(self, args, nargs); /* interleaved generators, or an exit without its enter */
+    }
+    PyObject *result = NULL;
+    Py_INCREF(t.stack);
+    Py_INCREF(t.opened);
+    Py_ssize_t depth = PyList_GET_SIZE(t.stack);
+    if (PyTuple_GET_ITEM(mine, 1) == Py_False || depth == 0) { /* it pushed nothing, or stack was reset */
+        if (PyList_SetSlice(t.opened, n - 1, n, NULL) == 0) result = Py_NewRef(Py_None);
+        g.n_exit_fast++;
+        goto done;
+    }
+    PyObject *top = PyList_GET_ITEM(t.stack, depth - 1);
+    int same = 0;
+    if (PyTuple_CheckExact(top) && PyTuple_GET_SIZE(top) == 3 && PyUnicode_CheckExact(PyTuple_GET_ITEM(top, 1)))
+        same = PyTuple_GET_ITEM(top, 1) == self->name ||
+               PyUnicode_Compare(PyTuple_GET_ITEM(top, 1), self->name) == 0;
+    PyObject *tracing = same && t.plain && PyTuple_GET_ITEM(mine, 1) == Py_True
+                            ? PyObject_GetAttr(g.manager, g.s_tracing) : NULL;
+    int traced = tracing ? is_true(tracing) : 1;
+    Py_XDECREF(tracing);
+    if (PyErr_Occurred()) goto done;
+    if (traced) {
+        result = slow_exit(self, args, nargs); /* a mismatch, a state or op, tracing: Python's steps */
+        goto done;
+    }
+    if (PyList_SetSlice(t.opened, n - 1, n, NULL) < 0 || PyList_SetSlice(t.stack, depth - 1, depth, NULL) < 0)
+        goto done;
+    PyObject *parent = top_id(t.stack);
+    if (parent == NULL) { /* an odd entry below: let Python's recomputation publish it */
+        PyErr_SetString(PyExc_RuntimeError, "proton: a scope stack entry is not (id, name, start)");
+        goto done;
+    }
+    Py_INCREF(parent);
+    if (PyDict_SetItem(t.d, g.s_current, parent) == 0 && call_setters(parent) == 0) result = Py_NewRef(Py_None);
+    Py_DECREF(parent);
+    g.n_exit_fast++;
+done:
+    Py_DECREF(t.stack);
+    Py_DECREF(t.opened);
+    Py_DECREF(t.d);
+    return result;
+}
+
+/* ------------------------------------------------------------------ the type ---- */
+
+static int scope_traverse(ScopeBase *self, visitproc visit, void *arg) {
+    Py_VISIT(Py_TYPE(self));
+    Py_VISIT(self->name);
+    Py_VISIT(self->metrics);
+    Py_VISIT(self->ids);
+    Py_VISIT(self->parent);
+    Py_VISIT(self->ctx);
+    return 0;
+}
+
+static int scope_clear(ScopeBase *self) {
+    Py_CLEAR(self->name);
+    Py_CLEAR(self->metrics);
+    Py_CLEAR(self->ids);
+    Py_CLEAR(self->parent);
+    Py_CLEAR(self->ctx);
+    return 0;
+}
+
+static void scope_dealloc(ScopeBase *self) {
+    PyTypeObject *tp = Py_TYPE(self);
+    PyObject_GC_UnTrack(self);
+    if (self->weakrefs != NULL) PyObject_ClearWeakRefs((PyObject *)self);
+    scope_clear(self);
+    tp->tp_free((PyObject *)self);
+    Py_DECREF(tp);
+}
+
+static PyObject *scope_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
+    ScopeBase *self = (ScopeBase *)type->tp_alloc(type, 0);
+    if (self != NULL) self->metrics = Py_NewRef(Py_None);
+    return (PyObject *)self;
+}
+
+/* scope(name, metrics=None): a non-empty str name and no metrics here; anything else through
+ * scope._init_check(name, metrics), which raises what the Python constructor raises. */
+static int scope_init(ScopeBase *self, PyObject *args, PyObject *kwds) {
+    static char *kwlist[] = {"name", "metrics", NULL};
+    PyObject *name, *metrics = Py_None;
+    if (kwds == NULL && PyTuple_GET_SIZE(args) == 1) { /* scope("name"): the usual call, parsed by hand */
+        name = PyTuple_GET_ITEM(args, 0);
+    } else if (!PyArg_ParseTupleAndKeywords(args, kwds, "O|O:scope", kwlist, &name, &metrics)) {
+        return -1;
+    }
+    if (!PyUnicode_CheckExact(name) || PyUnicode_GET_LENGTH(name) == 0 || metrics != Py_None) {
+        if (g.check == NULL) {
+            PyErr_SetString(PyExc_TypeError, "proton_core._scope_fast is not configured");
+            return -1;
+        }
+        PyObject *r = PyObject_CallFunctionObjArgs(g.check, name, metrics, NULL);
+        if (r == NULL) return -1;
+        Py_DECREF(r);
+    }
+    Py_XSETREF(self->name, Py_NewRef(name));
+    Py_XSETREF(self->metrics, Py_NewRef(metrics));
+    return 0;
+}
+
+static PyMethodDef scope_methods[] = {
+    {"__enter__", (PyCFunction)scope_enter, METH_NOARGS, "Open the scope on this thread."},
+    {"__exit__", (PyCFunction)(void (*)(void))scope_exit, METH_FASTCALL, "Close the scope on this thread."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyMemberDef scope_members[] = {
+    {"name", T_OBJECT_EX, offsetof(ScopeBase, name), 0, "the scope's name"},
+    {"metrics", T_OBJECT, offsetof(ScopeBase, metrics), 0, "metrics added at each entry, or None"},
+    {"_ids", T_OBJECT, offsetof(ScopeBase, ids), 0, "the Python path's {parent context id: this scope's id}, or None"},
+    {"__weaklistoffset__", T_PYSSIZET, offsetof(ScopeBase, weakrefs), READONLY, NULL},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyType_Slot scope_slots[] = {
+    {Py_tp_doc, "proton.scope's enter and exit in C (proton_core/csrc/scope_fast.c)."},
+    {Py_tp_new, scope_new},
+    {Py_tp_init, scope_init},
+    {Py_tp_dealloc, scope_dealloc},
+    {Py_tp_traverse, scope_traverse},
+    {Py_tp_clear, scope_clear},
+    {Py_tp_methods, scope_methods},
+    {Py_tp_members, scope_members},
+    {0, NULL},
+};
+
+static PyType_Spec scope_spec = {
+    "proton_core._scope_fast.ScopeBase", sizeof(ScopeBase), 0,
+    Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC, scope_slots,
+};
+
+/* ------------------------------------------------------------------ module ---- */
+
+static void forget_protocol(void) {
+    g.on = 0;
+    Py_CLEAR(g.thread);
+    Py_CLEAR(g.index);
+    Py_CLEAR(g.child);
+    Py_CLEAR(g.kind);
+    Py_CLEAR(g.manager);
+    Py_CLEAR(g.root);
+    Py_CLEAR(g.plain_type);
+    Py_CLEAR(g.slow_enter);
+    Py_CLEAR(g.slow_exit);
+    Py_CLEAR(g.check);
+}
+
+static PyObject *configure(PyObject *mod, PyObject *protocol) {
+    if (protocol == Py_None) { /* every call to the Python methods */
+        g.on = 0;
+        Py_RETURN_NONE;
+    }
+    PyObject *thread, *index, *child, *kind, *manager, *root, *plain, *enter, *exit_, *check;
+    int version;
+    if (!PyTuple_Check(protocol) || PyTuple_GET_SIZE(protocol) < 1 ||
+        !PyArg_ParseTuple(protocol, "iOO!OUOO!O!OOO;proton_core._scope_fast.configure: a version-1 protocol tuple",
+                          &version, &thread, &PyDict_Type, &index, &child, &kind, &manager, &PyLong_Type, &root,
+                          &PyType_Type, &plain, &enter, &exit_, &check))
+        return NULL;
+    if (version != PROTOCOL_VERSION) return PyErr_Format(PyExc_ValueError, "scope protocol version %d, not 1", version);
+    forget_protocol();
+    g.thread = Py_NewRef(thread);
+    g.index = Py_NewRef(index);
+    g.child = Py_NewRef(child);
+    g.kind = Py_NewRef(kind);
+    g.manager = Py_NewRef(manager);
+    g.root = Py_NewRef(root);
+    g.plain_type = Py_NewRef(plain);
+    g.slow_enter = Py_NewRef(enter);
+    g.slow_exit = Py_NewRef(exit_);
+    g.check = Py_NewRef(check);
+    g.on = 1;
+    Py_RETURN_NONE;
+}
+
+static PyObject *counts(PyObject *mod, PyObject *unused) {
+    return Py_BuildValue("{sKsKsKsK}", "enter_fast", g.n_enter_fast, "enter_slow", g.n_enter_slow, "exit_fast",
+                         g.n_exit_fast, "exit_slow", g.n_exit_slow);
+}
+
+static PyMethodDef module_methods[] = {
+    {"configure", configure, METH_O, "configure(protocol tuple, version 1) or configure(None): Python only."},
+    {"counts", counts, METH_NOARGS, "Calls taken here (fast) and handed to Python (slow), for tests."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "proton_core._scope_fast",
+    "proton.scope's enter and exit in C; proton_core.scope falls back to Python without it.", -1, module_methods,
+};
+
+#define INTERN(field, text) \
+    if ((g.field = PyUnicode_InternFromString(text)) == NULL) return NULL
+
+PyMODINIT_FUNC PyInit__scope_fast(void) {
+#ifdef Py_GIL_DISABLED
+    PyErr_SetString(PyExc_ImportError, "proton_core._scope_fast needs the GIL (the Python scope path runs instead)");
+    return NULL;
+#endif
+    PyObject *m = PyModule_Create(&module);
+    if (m == NULL) return NULL;
+    INTERN(s_dict, "__dict__");
+    INTERN(s_stack, "stack");
+    INTERN(s_opened, "opened");
+    INTERN(s_current, "current");
+    INTERN(s_state, "state");
+    INTERN(s_op, "op");
+    INTERN(s_active, "active");
+    INTERN(s_setters, "setters");
+    INTERN(s_tracing, "tracing");
+    if ((g.zero = PyLong_FromLong(0)) == NULL) return NULL;
+    PyObject *type = PyType_FromSpec(&scope_spec);
+    if (type == NULL || PyModule_AddObject(m, "ScopeBase", type) < 0) {
+        Py_XDECREF(type);
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

@@ -1,0 +1,19 @@
+"""Builds proton_core._scope_fast, proton.scope's enter and exit in C (CPython's C API only).
+
+Metadata is in pyproject.toml; this file only adds the extension.  It is optional: where it cannot be
+compiled (no C compiler), the install still succeeds and the Python scope path runs, with the same results.
+"""
+
+from setuptools import Extension, setup
+
+setup(
+    ext_modules=[
+        Extension(
+            "proton_core._scope_fast",
+            ["csrc/scope_fast.c"],
+            extra_compile_args=["-O2", "-Wall", "-Wextra", "-Wno-unused-parameter", "-Wno-missing-field-initializers",
+                                "-fvisibility=hidden"],
+            optional=True,
+        )
+    ]
+)
