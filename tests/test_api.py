@@ -7,7 +7,7 @@ import threading
 import pytest
 
 import proton_core as proton
-from proton_core.testing import child as node, get_plugins, load_profile as load
+from proton_core.testing import child as node, get_plugins, load_profile as load, run_threads
 from proton_core.context import THREAD
 from proton_core.errors import ProtonError
 from proton_core.session import MANAGER
@@ -228,11 +228,7 @@ def test_one_scope_object_reused_by_recursion_and_threads(tmp_path, fake):
             barrier.wait()  # all four threads inside the same object at once
             fake.launch("t", 1)
 
-    threads = [threading.Thread(target=worker) for _ in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    run_threads(worker, 4)
 
     with proton.state("s1"):
         with proton.state("s2"):

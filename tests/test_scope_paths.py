@@ -24,7 +24,7 @@ scope_module = sys.modules["proton_core.scope"]  # proton_core.scope is also the
 from proton_core.context import THREAD
 from proton_core.errors import ProtonError
 from proton_core.session import MANAGER
-from proton_core.testing import reset
+from proton_core.testing import reset, run_threads
 
 FAST = scope_module._FAST
 
@@ -132,11 +132,7 @@ def recursion_and_threads(out, trail, fake):
             barrier.wait()
             fake.launch("t", 1)
 
-    threads = [threading.Thread(target=worker) for _ in range(3)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    run_threads(worker, 3)
     trail[:] = [e for e in trail if e[0] != "set"]  # three threads' setter calls interleave in any order
     before.__exit__(None, None, None)
     snapshot(trail, "before left")

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import threading
 
 import pytest
 
@@ -35,7 +36,7 @@ from .synthetic import SyntheticBackend, SyntheticDriver, SyntheticPlugin
 __all__ = [
     "SyntheticBackend", "SyntheticDriver", "BackendContract", "Driver", "chains", "use_synthetic_backend", "reset",
     "open_session_ids", "get_plugins", "gpu_missing_reason", "load_profile", "child",
-    "NoCompiler", "build_library", "native_context_capsule",
+    "NoCompiler", "build_library", "native_context_capsule", "run_threads",
 ]
 
 
@@ -55,6 +56,15 @@ def child(literal: dict, *names: str) -> dict:
                          f"{[c['frame']['name'] for c in literal['children']]}")
         literal = matches[0]
     return literal
+
+
+def run_threads(target, count: int) -> None:
+    """Run ``target()`` on ``count`` new threads at once and wait for all of them."""
+    threads = [threading.Thread(target=target) for _ in range(count)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
 
 
 def open_session_ids() -> list[int]:
