@@ -16,6 +16,10 @@
  *          open, the innermost scope must be this one (same name), no tracing session may be open and
  *          no state or op set: stack.pop(); current = the new innermost id (or ROOT_ID); the setters.
  *
+ * enter_scope(name) and exit_scope([name]), the function pair, take the same steps without the ``opened``
+ * entry (enter_scope returns the id, exit_scope the closed scope's id); with any other argument they go to
+ * the Python functions (scope._enter_scope, _exit_scope), as do all their non-plain cases.
+ *
  * Anything else (a subclass such as cpu_timed_scope, metrics, a state or op on top, a tracing session,
  * interleaved generators, a name mismatch, an attribute of an unexpected type) goes to the Python methods,
  * which then do everything, raising what they raise.  The objects come from proton_core.scope's
@@ -32,10 +36,12 @@
 static struct {
     int on;
     /* (1, thread, index, child, scope_kind, manager, root_id, plain_type, slow_enter, slow_exit,
-     * init_check) */
+     * init_check, enter_scope, exit_scope) */
     PyObject *thread, *index, *child, *kind, *manager, *root, *plain_type, *slow_enter, *slow_exit;
     PyObject *check; /* scope._init_check(name, metrics): the constructor's checks that are not plain */
-    PyObject *s_dict, *s_stack, *s_opened, *s_current, *s_state, *s_op, *s_active, *s_setters, *s_tracing;
+    PyObject *slow_enter_scope, *slow_exit_scope; /* scope._enter_scope / _exit_scope, the Python functions */
+    PyObject *s_dict, *s_stack, *s_opened, *s_current, *s_state, *s_op, *s_active, *s_setters, *s_tracing,
+        *s_triton_op, *s_metrics;
     PyObject *zero;
     unsigned long long n_enter_fast, n_enter_slow, n_exit_fast, n_exit_slow;
 } g;
@@ -113,7 +119,70 @@ static PyObject *monotonic_ns(void) { /* time.monotonic_ns()'s clock */
     return PyLong_FromLongLong((long long)ts.tv_sec * 1000000000LL + ts.tv_nsec);
 }
 
-/* ------------------------------------------------------------------ enter / exit ---- */
+/* ------------------------------------------------------------------ shared steps ---- */
+
+/* `index.get((parent, SCOPE, name)) or TREE.child(parent, SCOPE, name)`: a new reference, or NULL. */
+static PyObject *child_id(PyObject *parent, PyObject *name) {
+    PyObject *key = entry3(parent, g.kind, name);
+    PyObject *ctx = key ? PyDict_GetItemWithError(g.index, key) : NULL;
+    Py_XDECREF(key);
+    if (ctx != NULL && is_true(ctx) == 1) return Py_NewRef(ctx);
+    if (PyErr_Occurred()) return NULL;
+    return PyObject_CallFunctionObjArgs(g.child, parent, g.kind, name, NULL);
+}
+
+/* `_push`'s steps once the id is known: stack.append((ctx, name, now)); current = ctx; the setters. */
+static int push_plain(Thread *t, PyObject *ctx, PyObject *name) {
+    PyObject *now = monotonic_ns();
+    PyObject *e = now ? entry3(ctx, name, now) : NULL;
+    Py_XDECREF(now);
+    int ok = e != NULL && PyList_Append(t->stack, e) == 0 && PyDict_SetItem(t->d, g.s_current, ctx) == 0 &&
+             call_setters(ctx) == 0;
+    Py_XDECREF(e);
+    return ok ? 0 : -1;
+}
+
+/* `_pop`'s steps without tracing, state or op: stack.pop(); current = the new innermost id; the setters. */
+static int pop_plain(Thread *t, Py_ssize_t depth) {
+    if (PyList_SetSlice(t->stack, depth - 1, depth, NULL) < 0) return -1;
+    PyObject *parent = top_id(t->stack);
+    if (parent == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "proton: a scope stack entry is not (id, name, start)");
+        return -1;
+    }
+    Py_INCREF(parent);
+    int rc = PyDict_SetItem(t->d, g.s_current, parent) == 0 && call_setters(parent) == 0 ? 0 : -1;
+    Py_DECREF(parent);
+    return rc;
+}
+
+/* Whether the innermost entry of the stack (depth > 0) is named `name` (an exact str): 1, 0. */
+static int top_named(PyObject *stack, Py_ssize_t depth, PyObject *name) {
+    PyObject *top = PyList_GET_ITEM(stack, depth - 1);
+    if (!PyTuple_CheckExact(top) || PyTuple_GET_SIZE(top) != 3 || !PyUnicode_CheckExact(PyTuple_GET_ITEM(top, 1)))
+        return 0;
+    return PyTuple_GET_ITEM(top, 1) == name || PyUnicode_Compare(PyTuple_GET_ITEM(top, 1), name) == 0;
+}
+
+/* MANAGER.tracing is non-empty: 1, 0, -1 with an exception. */
+static int tracing_now(void) {
+    PyObject *tracing = PyObject_GetAttr(g.manager, g.s_tracing);
+    if (tracing == NULL) return -1;
+    int traced = is_true(tracing);
+    Py_DECREF(tracing);
+    return traced;
+}
+
+/* MANAGER.active is non-empty: 1, 0, -1 with an exception. */
+static int active_now(void) {
+    PyObject *active = PyObject_GetAttr(g.manager, g.s_active);
+    if (active == NULL) return -1;
+    int on = is_true(active);
+    Py_DECREF(active);
+    return on;
+}
+
+/* ------------------------------------------------------------------ scope: enter / exit ---- */
 
 static PyObject *slow_enter(ScopeBase *self) {
     g.n_enter_slow++;
@@ -124,10 +193,7 @@ static PyObject *scope_enter(ScopeBase *self, PyObject *unused) {
     if (!g.on || Py_TYPE(self) != (PyTypeObject *)g.plain_type || self->metrics != Py_None || self->name == NULL ||
         !PyUnicode_CheckExact(self->name))
         return slow_enter(self);
-    PyObject *active = PyObject_GetAttr(g.manager, g.s_active);
-    if (active == NULL) return NULL;
-    int on = is_true(active);
-    Py_DECREF(active);
+    int on = active_now();
     if (on < 0) return NULL;
     Thread t;
     int got = thread_get(&t);
@@ -156,35 +222,17 @@ static PyObject *scope_enter(ScopeBase *self, PyObject *unused) {
     if (self->parent != NULL && (self->parent == parent || (PyLong_CheckExact(parent) &&
                                  PyLong_CheckExact(self->parent) && PyObject_RichCompareBool(self->parent, parent, Py_EQ) == 1))) {
         ctx = Py_NewRef(self->ctx);
-    } else {
-        PyObject *key = entry3(parent, g.kind, self->name);
-        ctx = key ? PyDict_GetItemWithError(g.index, key) : NULL;
-        Py_XDECREF(key);
-        if (ctx != NULL && is_true(ctx) == 1) {
-            Py_INCREF(ctx);
-        } else if (!PyErr_Occurred()) { /* `index.get(key) or TREE.child(...)` */
-            ctx = PyObject_CallFunctionObjArgs(g.child, parent, g.kind, self->name, NULL);
-        } else {
-            ctx = NULL;
-        }
-        if (ctx != NULL) {
-            Py_XSETREF(self->parent, Py_NewRef(parent));
-            Py_XSETREF(self->ctx, Py_NewRef(ctx));
-        }
+    } else if ((ctx = child_id(parent, self->name)) != NULL) {
+        Py_XSETREF(self->parent, Py_NewRef(parent));
+        Py_XSETREF(self->ctx, Py_NewRef(ctx));
     }
     Py_DECREF(parent);
     if (ctx != NULL) {
-        PyObject *now = monotonic_ns();
-        PyObject *e = now ? entry3(ctx, self->name, now) : NULL;
-        Py_XDECREF(now);
-        int ok = e != NULL && PyList_Append(t.stack, e) == 0 && PyDict_SetItem(t.d, g.s_current, ctx) == 0 &&
-                 call_setters(ctx) == 0;
+        /* The (self, True, 0) entry is made each time: kept on the object, it would make every scope a
+         * reference cycle. */
+        PyObject *e = push_plain(&t, ctx, self->name) == 0 ? entry3((PyObject *)self, Py_True, g.zero) : NULL;
+        if (e != NULL && PyList_Append(t.opened, e) == 0) result = Py_NewRef(self);
         Py_XDECREF(e);
-        if (ok) { /* not kept on the object: a (self, ...) tuple there would make every scope a reference cycle */
-            e = entry3((PyObject *)self, Py_True, g.zero);
-            if (e != NULL && PyList_Append(t.opened, e) == 0) result = Py_NewRef(self);
-            Py_XDECREF(e);
-        }
         Py_DECREF(ctx);
         g.n_enter_fast++;
     }
@@ -227,34 +275,102 @@ static PyObject *scope_exit(ScopeBase *self, PyObject *const *args, Py_ssize_t n
         g.n_exit_fast++;
         goto done;
     }
-    PyObject *top = PyList_GET_ITEM(t.stack, depth - 1);
-    int same = 0;
-    if (PyTuple_CheckExact(top) && PyTuple_GET_SIZE(top) == 3 && PyUnicode_CheckExact(PyTuple_GET_ITEM(top, 1)))
-        same = PyTuple_GET_ITEM(top, 1) == self->name ||
-               PyUnicode_Compare(PyTuple_GET_ITEM(top, 1), self->name) == 0;
-    PyObject *tracing = same && t.plain && PyTuple_GET_ITEM(mine, 1) == Py_True
-                            ? PyObject_GetAttr(g.manager, g.s_tracing) : NULL;
-    int traced = tracing ? is_true(tracing) : 1;
-    Py_XDECREF(tracing);
-    if (PyErr_Occurred()) goto done;
+    int plain = t.plain && PyTuple_GET_ITEM(mine, 1) == Py_True && top_named(t.stack, depth, self->name);
+    int traced = plain ? tracing_now() : 1;
+    if (traced < 0) goto done;
     if (traced) {
         result = slow_exit(self, args, nargs); /* a mismatch, a state or op, tracing: Python's steps */
         goto done;
     }
-    if (PyList_SetSlice(t.opened, n - 1, n, NULL) < 0 || PyList_SetSlice(t.stack, depth - 1, depth, NULL) < 0)
-        goto done;
-    PyObject *parent = top_id(t.stack);
-    if (parent == NULL) { /* an odd entry below: let Python's recomputation publish it */
-        PyErr_SetString(PyExc_RuntimeError, "proton: a scope stack entry is not (id, name, start)");
-        goto done;
-    }
-    Py_INCREF(parent);
-    if (PyDict_SetItem(t.d, g.s_current, parent) == 0 && call_setters(parent) == 0) result = Py_NewRef(Py_None);
-    Py_DECREF(parent);
+    if (PyList_SetSlice(t.opened, n - 1, n, NULL) == 0 && pop_plain(&t, depth) == 0) result = Py_NewRef(Py_None);
     g.n_exit_fast++;
 done:
     Py_DECREF(t.stack);
     Py_DECREF(t.opened);
+    Py_DECREF(t.d);
+    return result;
+}
+
+/* ------------------------------------------------------------------ enter_scope / exit_scope ---- */
+
+/* Only triton_op=False and metrics=None among the keywords (or none given): 1, else 0. */
+static int plain_keywords(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
+    Py_ssize_t n = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+    for (Py_ssize_t i = 0; i < n; ++i) {
+        PyObject *key = PyTuple_GET_ITEM(kwnames, i), *value = args[nargs + i];
+        if (value == Py_False && PyUnicode_Compare(key, g.s_triton_op) == 0) continue;
+        if (value == Py_None && PyUnicode_Compare(key, g.s_metrics) == 0) continue;
+        return 0;
+    }
+    return 1;
+}
+
+static PyObject *slow_call(PyObject *fn, PyObject *const *args, size_t nargsf, PyObject *kwnames,
+                           unsigned long long *counter) {
+    ++*counter;
+    return PyObject_Vectorcall(fn, args, nargsf, kwnames);
+}
+
+/* enter_scope(name, *, triton_op=False, metrics=None): the plain case, else scope.enter_scope's Python. */
+static PyObject *fast_enter_scope(PyObject *mod, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    if (!g.on || nargs != 1 || !PyUnicode_CheckExact(args[0]) || PyUnicode_GET_LENGTH(args[0]) == 0 ||
+        !plain_keywords(args, nargs, kwnames))
+        return slow_call(g.slow_enter_scope, args, nargsf, kwnames, &g.n_enter_slow);
+    int on = active_now();
+    if (on <= 0) {
+        g.n_enter_fast += on == 0;
+        return on < 0 ? NULL : PyLong_FromLong(-1);
+    }
+    Thread t;
+    int got = thread_get(&t);
+    if (got <= 0 || !t.plain) {
+        Py_XDECREF(t.d);
+        return got < 0 ? NULL : slow_call(g.slow_enter_scope, args, nargsf, kwnames, &g.n_enter_slow);
+    }
+    PyObject *result = NULL;
+    Py_INCREF(t.stack);
+    PyObject *parent = top_id(t.stack);
+    if (parent == NULL) {
+        result = slow_call(g.slow_enter_scope, args, nargsf, kwnames, &g.n_enter_slow);
+    } else {
+        Py_INCREF(parent);
+        PyObject *ctx = child_id(parent, args[0]);
+        Py_DECREF(parent);
+        if (ctx != NULL && push_plain(&t, ctx, args[0]) == 0) result = Py_NewRef(ctx);
+        Py_XDECREF(ctx);
+        g.n_enter_fast++;
+    }
+    Py_DECREF(t.stack);
+    Py_DECREF(t.d);
+    return result;
+}
+
+/* exit_scope(name=None, *, triton_op=False, metrics=None): the plain case, else scope.exit_scope's Python. */
+static PyObject *fast_exit_scope(PyObject *mod, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    PyObject *name = nargs == 1 ? args[0] : Py_None;
+    if (!g.on || nargs > 1 || (name != Py_None && !PyUnicode_CheckExact(name)) || !plain_keywords(args, nargs, kwnames))
+        return slow_call(g.slow_exit_scope, args, nargsf, kwnames, &g.n_exit_slow);
+    Thread t;
+    int got = thread_get(&t);
+    Py_ssize_t depth = got > 0 ? PyList_GET_SIZE(t.stack) : 0;
+    if (got <= 0 || !t.plain || depth == 0 || top_id(t.stack) == NULL ||
+        (name != Py_None && !top_named(t.stack, depth, name))) {
+        Py_XDECREF(t.d); /* no scope open, a mismatch, a state or op: Python raises or recomputes */
+        return got < 0 ? NULL : slow_call(g.slow_exit_scope, args, nargsf, kwnames, &g.n_exit_slow);
+    }
+    int traced = tracing_now();
+    if (traced != 0) {
+        Py_DECREF(t.d);
+        return traced < 0 ? NULL : slow_call(g.slow_exit_scope, args, nargsf, kwnames, &g.n_exit_slow);
+    }
+    Py_INCREF(t.stack);
+    PyObject *ctx = Py_NewRef(top_id(t.stack));
+    PyObject *result = pop_plain(&t, depth) == 0 ? Py_NewRef(ctx) : NULL;
+    Py_DECREF(ctx);
+    g.n_exit_fast++;
+    Py_DECREF(t.stack);
     Py_DECREF(t.d);
     return result;
 }
@@ -364,6 +480,8 @@ static void forget_protocol(void) {
     Py_CLEAR(g.slow_enter);
     Py_CLEAR(g.slow_exit);
     Py_CLEAR(g.check);
+    Py_CLEAR(g.slow_enter_scope);
+    Py_CLEAR(g.slow_exit_scope);
 }
 
 static PyObject *configure(PyObject *mod, PyObject *protocol) {
@@ -371,12 +489,12 @@ static PyObject *configure(PyObject *mod, PyObject *protocol) {
         g.on = 0;
         Py_RETURN_NONE;
     }
-    PyObject *thread, *index, *child, *kind, *manager, *root, *plain, *enter, *exit_, *check;
+    PyObject *thread, *index, *child, *kind, *manager, *root, *plain, *enter, *exit_, *check, *enter_fn, *exit_fn;
     int version;
     if (!PyTuple_Check(protocol) || PyTuple_GET_SIZE(protocol) < 1 ||
-        !PyArg_ParseTuple(protocol, "iOO!OUOO!O!OOO;proton_core._scope_fast.configure: a version-1 protocol tuple",
+        !PyArg_ParseTuple(protocol, "iOO!OUOO!O!OOOOO;proton_core._scope_fast.configure: a version-1 protocol tuple",
                           &version, &thread, &PyDict_Type, &index, &child, &kind, &manager, &PyLong_Type, &root,
-                          &PyType_Type, &plain, &enter, &exit_, &check))
+                          &PyType_Type, &plain, &enter, &exit_, &check, &enter_fn, &exit_fn))
         return NULL;
     if (version != PROTOCOL_VERSION) return PyErr_Format(PyExc_ValueError, "scope protocol version %d, not 1", version);
     forget_protocol();
@@ -390,6 +508,8 @@ static PyObject *configure(PyObject *mod, PyObject *protocol) {
     g.slow_enter = Py_NewRef(enter);
     g.slow_exit = Py_NewRef(exit_);
     g.check = Py_NewRef(check);
+    g.slow_enter_scope = Py_NewRef(enter_fn);
+    g.slow_exit_scope = Py_NewRef(exit_fn);
     g.on = 1;
     Py_RETURN_NONE;
 }
@@ -402,6 +522,10 @@ static PyObject *counts(PyObject *mod, PyObject *unused) {
 static PyMethodDef module_methods[] = {
     {"configure", configure, METH_O, "configure(protocol tuple, version 1) or configure(None): Python only."},
     {"counts", counts, METH_NOARGS, "Calls taken here (fast) and handed to Python (slow), for tests."},
+    {"enter_scope", (PyCFunction)(void (*)(void))fast_enter_scope, METH_FASTCALL | METH_KEYWORDS,
+     "enter_scope(name, *, triton_op=False, metrics=None) -> context id (-1: profiling off)."},
+    {"exit_scope", (PyCFunction)(void (*)(void))fast_exit_scope, METH_FASTCALL | METH_KEYWORDS,
+     "exit_scope(name=None, *, triton_op=False, metrics=None) -> the closed scope's id."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -429,6 +553,8 @@ PyMODINIT_FUNC PyInit__scope_fast(void) {
     INTERN(s_active, "active");
     INTERN(s_setters, "setters");
     INTERN(s_tracing, "tracing");
+    INTERN(s_triton_op, "triton_op");
+    INTERN(s_metrics, "metrics");
     if ((g.zero = PyLong_FromLong(0)) == NULL) return NULL;
     PyObject *type = PyType_FromSpec(&scope_spec);
     if (type == NULL || PyModule_AddObject(m, "ScopeBase", type) < 0) {

@@ -170,8 +170,10 @@ def _pop(name: str | None) -> int:
     return ctx
 
 
-def enter_scope(name: str, *, triton_op: bool = False, metrics=None) -> int:
-    """Open a scope (or, with ``triton_op``, an op) on this thread; return its id (-1: profiling off)."""
+def _enter_scope(name: str, *, triton_op: bool = False, metrics=None) -> int:
+    """Open a scope (or, with ``triton_op``, an op) on this thread; return its id (-1: profiling off).
+
+    The Python path of ``enter_scope``: every case; ``_scope_fast.enter_scope`` takes the plain ones in C."""
     _check_name(name)
     parsed = parse_metrics(metrics)
     if not MANAGER.active:
@@ -188,8 +190,8 @@ def enter_scope(name: str, *, triton_op: bool = False, metrics=None) -> int:
     return ctx
 
 
-def exit_scope(name: str | None = None, *, triton_op: bool = False, metrics=None) -> int:
-    """Close the innermost scope (or the op); ``name``, if given, must match it."""
+def _exit_scope(name: str | None = None, *, triton_op: bool = False, metrics=None) -> int:
+    """Close the innermost scope (or the op); ``name``, if given, must match it.  The Python path of ``exit_scope``."""
     parsed = parse_metrics(metrics)
     t = THREAD
     if triton_op:
@@ -299,9 +301,16 @@ class scope(_FAST.ScopeBase if _FAST is not None else _PythonScope):
         return wrapper
 
 
+if _FAST is not None:
+    enter_scope, exit_scope = _FAST.enter_scope, _FAST.exit_scope
+else:
+    enter_scope, exit_scope = _enter_scope, _exit_scope
+
+
 def fast_protocol():
-    """What ``_scope_fast`` touches (version 1): the objects of ``_enter``/``_exit`` and the two as fallbacks."""
-    return (1, THREAD, _INDEX, TREE.child, SCOPE, MANAGER, ROOT_ID, scope, _enter, _exit, _init_check)
+    """What ``_scope_fast`` touches (version 1): the objects of the Python path and its functions as fallbacks."""
+    return (1, THREAD, _INDEX, TREE.child, SCOPE, MANAGER, ROOT_ID, scope, _enter, _exit, _init_check,
+            _enter_scope, _exit_scope)
 
 
 def use_fast(on: bool = True) -> bool:

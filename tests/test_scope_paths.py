@@ -232,9 +232,40 @@ def bad_arguments(out, trail, fake):
     trail.append(("kw", s.name, s.metrics))
 
 
+def function_pair(out, trail, fake):
+    trail.append(("off", proton.enter_scope("off"), proton.exit_scope()))  # profiling off: -1, nothing open
+    start(out, trail)
+    trail.append(("ids", proton.enter_scope("fa"), proton.enter_scope("fb", triton_op=False, metrics=None)))
+    fake.launch("k", 3)
+    snapshot(trail, "fa/fb")
+    trail.append(("closed", proton.exit_scope("fb"), proton.exit_scope()))
+    for call in (lambda: proton.exit_scope(), lambda: (proton.enter_scope("x"), proton.exit_scope("y")),
+                 lambda: proton.enter_scope(""), lambda: proton.enter_scope(name="kw"),
+                 lambda: proton.exit_scope(name="kw"), lambda: proton.exit_scope(3)):
+        try:
+            trail.append(("returned", call()))
+        except Exception as exc:  # noqa: BLE001
+            trail.append(("raised", type(exc).__name__, str(exc)))
+        snapshot(trail, "after call")
+    proton.enter_scope("m", metrics={"bytes": 3})  # Python: metrics
+    with proton.state("s"):
+        proton.enter_scope("under_state")  # Python: a state on top
+        fake.launch("k", 1)
+        proton.exit_scope("under_state")
+    proton.exit_scope("m")
+    s = proton.scope("obj")
+    s.__enter__()
+    trail.append(("closed obj", proton.exit_scope()))  # the function closes what the object opened
+    s.__exit__(None, None, None)  # nothing left to close
+    snapshot(trail, "obj left")
+    proton.finalize()
+    trail.append(("after", proton.exit_scope() if THREAD.stack else None))
+
+
 @needs_fast
 @pytest.mark.parametrize("scenario", [nested_and_reused, recursion_and_threads, python_only_cases,
-                                      interleaved_generators, session_changes_while_open, tracing, bad_arguments])
+                                      interleaved_generators, session_changes_while_open, tracing, bad_arguments,
+                                      function_pair])
 def test_c_and_python_paths_leave_the_same_trail(scenario, tmp_path, fake, both_paths):
     same_both_ways(scenario, tmp_path, fake)
 
@@ -245,13 +276,17 @@ def test_plain_scopes_take_the_c_path_and_the_rest_python(tmp_path, fake, both_p
     assert counts["enter_fast"] == 12 and counts["exit_fast"] == 12  # every enter and exit of the C run
     assert counts["enter_slow"] == 0 and counts["exit_slow"] == 0
     counts = same_both_ways(python_only_cases, tmp_path, fake)
-    # the metrics scope, cpu_timed_scope, the scope under a state, the one under an op: entered in Python;
-    # holds_state, a and b entered in C
-    assert counts["enter_slow"] == 4 and counts["enter_fast"] == 3
+    # the metrics scope, cpu_timed_scope, the scope under a state, the one under an op and the op itself
+    # (enter_scope(triton_op=True)): entered in Python; holds_state, a and b entered in C
+    assert counts["enter_slow"] == 5 and counts["enter_fast"] == 3
     # left in Python: cpu_timed_scope, the scopes under a state and under an op, a's mismatched exit (b's entry
-    # is the last in opened); in C: the metrics scope (metrics are added at entry), holds_state (its state
-    # is gone when it closes) and b
-    assert counts["exit_slow"] == 4 and counts["exit_fast"] == 3
+    # is the last in opened), exit_scope(triton_op=True); in C: the metrics scope (metrics are added at
+    # entry), holds_state (its state is gone when it closes) and b
+    assert counts["exit_slow"] == 5 and counts["exit_fast"] == 3
+    counts = same_both_ways(function_pair, tmp_path, fake)
+    # in C: enter_scope of off (profiling off), fa, fb (plain keywords), x, obj (the object) and exit_scope of
+    # fb, fa, m (its state gone) and the object's scope (by the function); the rest in Python
+    assert counts["enter_fast"] == 5 and counts["exit_fast"] == 4
 
 
 @needs_fast
