@@ -44,6 +44,7 @@
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #ifndef PROTON_TORCH_BUILT_FOR
@@ -753,7 +754,7 @@ thread_local PyObject* t_core_dict = nullptr;  // this thread's dict of the core
 // (parent module, module) -> its attribute name in the parent (strong references to the names only).
 std::unordered_map<std::pair<uint64_t, uint64_t>, PyObject*, PairHash> g_module_names;
 std::vector<uint64_t> g_module_ids;  // ids of the core's module scopes opened, for naming links
-std::unordered_map<uint64_t, bool> g_module_id_set;
+std::unordered_set<uint64_t> g_module_id_set;
 
 // A new reference to the name the Python side would give: the attribute name in the parent, else the class name.
 PyObject* module_name(PyObject* parent, PyObject* module) {
@@ -984,7 +985,11 @@ PyObject* py_module_pre_hook(PyObject*, PyObject* const* args, Py_ssize_t nargs)
     PyErr_Clear();
     g_callback_errors.fetch_add(1, std::memory_order_relaxed);
   }
-  if (kind == kCoreScope && g_module_id_set.emplace(id, true).second) g_module_ids.push_back(id);
+  // find first: emplace would allocate a node on every module call only to drop it
+  if (kind == kCoreScope && g_module_id_set.find(id) == g_module_id_set.end()) {
+    g_module_id_set.insert(id);
+    g_module_ids.push_back(id);
+  }
   push_module(module, id, kind);
   Py_RETURN_NONE;
 }
