@@ -23,7 +23,7 @@
  * Anything else (a subclass such as cpu_timed_scope, metrics, a state or op on top, a tracing session,
  * interleaved generators, a name mismatch, an attribute of an unexpected type) goes to the Python methods,
  * which then do everything, raising what they raise.  The objects come from proton_core.scope's
- * _fast_protocol() (version 1); configure(None) sends every call to Python (tests, PROTON_PURE_PYTHON).
+ * fast_protocol() (version 1); configure(None) sends every call to Python (tests, PROTON_PURE_PYTHON).
  * Everything runs with the GIL held; free-threaded builds are refused at import (Python runs there).
  */
 #define PY_SSIZE_T_CLEAN
@@ -450,7 +450,7 @@ static PyMemberDef scope_members[] = {
 };
 
 static PyType_Slot scope_slots[] = {
-    {Py_tp_doc, "proton.scope's enter and exit in C (proton_core/csrc/scope_fast.c)."},
+    {Py_tp_doc, "ScopeBase(name, metrics=None)\n--\n\nproton.scope's constructor, enter and exit in C (csrc/scope_fast.c)."},
     {Py_tp_new, scope_new},
     {Py_tp_init, scope_init},
     {Py_tp_dealloc, scope_dealloc},
@@ -523,9 +523,11 @@ static PyMethodDef module_methods[] = {
     {"configure", configure, METH_O, "configure(protocol tuple, version 1) or configure(None): Python only."},
     {"counts", counts, METH_NOARGS, "Calls taken here (fast) and handed to Python (slow), for tests."},
     {"enter_scope", (PyCFunction)(void (*)(void))fast_enter_scope, METH_FASTCALL | METH_KEYWORDS,
-     "enter_scope(name, *, triton_op=False, metrics=None) -> context id (-1: profiling off)."},
+     "enter_scope($module, /, name, *, triton_op=False, metrics=None)\n--\n\n"
+     "Open a scope (or, with triton_op, an op) on this thread; return its id (-1: profiling off)."},
     {"exit_scope", (PyCFunction)(void (*)(void))fast_exit_scope, METH_FASTCALL | METH_KEYWORDS,
-     "exit_scope(name=None, *, triton_op=False, metrics=None) -> the closed scope's id."},
+     "exit_scope($module, /, name=None, *, triton_op=False, metrics=None)\n--\n\n"
+     "Close the innermost scope (or the op); name, if given, must match it. Returns the closed scope's id."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -7,6 +7,7 @@ cpu_timed_scope, a state or op on top, tracing, interleaved generators, a mismat
 hands it over; the counters prove which path ran.
 """
 
+import inspect
 import json
 import re
 import shutil
@@ -318,3 +319,15 @@ def test_the_c_path_is_built_where_a_compiler_is(both_paths):
         pytest.skip("PROTON_PURE_PYTHON is set")
     assert FAST is not None, "proton_core._scope_fast was not built; reinstall with a C compiler (pip install -e .)"
     assert issubclass(proton.scope, FAST.ScopeBase)
+
+
+def shape(fn, drop_first=False):
+    params = list(inspect.signature(fn).parameters.values())[1 if drop_first else 0:]
+    return [(p.name, p.kind, p.default) for p in params]
+
+
+def test_both_paths_have_the_same_signatures():
+    """help() and editors show the same parameters whichever path is installed."""
+    assert shape(proton.scope) == shape(scope_module._init, drop_first=True) == shape(proton.cpu_timed_scope)
+    assert shape(proton.enter_scope) == shape(scope_module._enter_scope)
+    assert shape(proton.exit_scope) == shape(scope_module._exit_scope)
