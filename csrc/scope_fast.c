@@ -164,36 +164,34 @@ static int top_named(PyObject *stack, Py_ssize_t depth, PyObject *name) {
     return PyTuple_GET_ITEM(top, 1) == name || PyUnicode_Compare(PyTuple_GET_ITEM(top, 1), name) == 0;
 }
 
-/* MANAGER.tracing is non-empty: 1, 0, -1 with an exception. */
-static int tracing_now(void) {
-    PyObject *tracing = PyObject_GetAttr(g.manager, g.s_tracing);
-    if (tracing == NULL) return -1;
-    int traced = is_true(tracing);
-    Py_DECREF(tracing);
-    return traced;
+/* MANAGER.<attr> (active, tracing: tuples of sessions) is non-empty: 1, 0, -1 with an exception. */
+static int manager_has(PyObject *attr) {
+    PyObject *v = PyObject_GetAttr(g.manager, attr);
+    if (v == NULL) return -1;
+    int yes = is_true(v);
+    Py_DECREF(v);
+    return yes;
 }
 
-/* MANAGER.active is non-empty: 1, 0, -1 with an exception. */
-static int active_now(void) {
-    PyObject *active = PyObject_GetAttr(g.manager, g.s_active);
-    if (active == NULL) return -1;
-    int on = is_true(active);
-    Py_DECREF(active);
-    return on;
+/* The Python function ``fn`` with the caller's arguments, counted as a call handed to Python. */
+static PyObject *slow_call(PyObject *fn, PyObject *const *args, size_t nargsf, PyObject *kwnames,
+                           unsigned long long *counter) {
+    ++*counter;
+    return PyObject_Vectorcall(fn, args, nargsf, kwnames);
 }
 
 /* ------------------------------------------------------------------ scope: enter / exit ---- */
 
 static PyObject *slow_enter(ScopeBase *self) {
-    g.n_enter_slow++;
-    return PyObject_CallOneArg(g.slow_enter, (PyObject *)self);
+    PyObject *arg = (PyObject *)self;
+    return slow_call(g.slow_enter, &arg, 1, NULL, &g.n_enter_slow);
 }
 
 static PyObject *scope_enter(ScopeBase *self, PyObject *unused) {
     if (!g.on || Py_TYPE(self) != (PyTypeObject *)g.plain_type || self->metrics != Py_None || self->name == NULL ||
         !PyUnicode_CheckExact(self->name))
         return slow_enter(self);
-    int on = active_now();
+    int on = manager_has(g.s_active);
     if (on < 0) return NULL;
     Thread t;
     int got = thread_get(&t);
@@ -244,10 +242,9 @@ done:
 }
 
 static PyObject *slow_exit(ScopeBase *self, PyObject *const *args, Py_ssize_t nargs) {
-    g.n_exit_slow++;
     PyObject *call[4] = {(PyObject *)self, NULL, NULL, NULL};
     for (Py_ssize_t i = 0; i < nargs && i < 3; ++i) call[i + 1] = args[i];
-    return PyObject_Vectorcall(g.slow_exit, call, 1 + (nargs < 3 ? nargs : 3), NULL);
+    return slow_call(g.slow_exit, call, 1 + (nargs < 3 ? nargs : 3), NULL, &g.n_exit_slow);
 }
 
 static PyObject *scope_exit(ScopeBase *self, PyObject *const *args, Py_ssize_t nargs) {
@@ -276,7 +273,7 @@ static PyObject *scope_exit(ScopeBase *self, PyObject *const *args, Py_ssize_t n
         goto done;
     }
     int plain = t.plain && PyTuple_GET_ITEM(mine, 1) == Py_True && top_named(t.stack, depth, self->name);
-    int traced = plain ? tracing_now() : 1;
+    int traced = plain ? manager_has(g.s_tracing) : 1;
     if (traced < 0) goto done;
     if (traced) {
         result = slow_exit(self, args, nargs); /* a mismatch, a state or op, tracing: Python's steps */
@@ -305,19 +302,13 @@ static int plain_keywords(PyObject *const *args, Py_ssize_t nargs, PyObject *kwn
     return 1;
 }
 
-static PyObject *slow_call(PyObject *fn, PyObject *const *args, size_t nargsf, PyObject *kwnames,
-                           unsigned long long *counter) {
-    ++*counter;
-    return PyObject_Vectorcall(fn, args, nargsf, kwnames);
-}
-
 /* enter_scope(name, *, triton_op=False, metrics=None): the plain case, else scope.enter_scope's Python. */
 static PyObject *fast_enter_scope(PyObject *mod, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
     if (!g.on || nargs != 1 || !PyUnicode_CheckExact(args[0]) || PyUnicode_GET_LENGTH(args[0]) == 0 ||
         !plain_keywords(args, nargs, kwnames))
         return slow_call(g.slow_enter_scope, args, nargsf, kwnames, &g.n_enter_slow);
-    int on = active_now();
+    int on = manager_has(g.s_active);
     if (on <= 0) {
         g.n_enter_fast += on == 0;
         return on < 0 ? NULL : PyLong_FromLong(-1);
@@ -360,7 +351,7 @@ static PyObject *fast_exit_scope(PyObject *mod, PyObject *const *args, size_t na
         Py_XDECREF(t.d); /* no scope open, a mismatch, a state or op: Python raises or recomputes */
         return got < 0 ? NULL : slow_call(g.slow_exit_scope, args, nargsf, kwnames, &g.n_exit_slow);
     }
-    int traced = tracing_now();
+    int traced = manager_has(g.s_tracing);
     if (traced != 0) {
         Py_DECREF(t.d);
         return traced < 0 ? NULL : slow_call(g.slow_exit_scope, args, nargsf, kwnames, &g.n_exit_slow);
