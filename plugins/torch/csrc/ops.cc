@@ -250,6 +250,22 @@ struct PairHash {
   }
 };
 
+// An nn.Module call open on this thread (see the module hooks below).
+enum ModuleKind : uint8_t { kNoScope, kCoreScope, kOwnFrame };
+struct ModuleFrame {
+  PyObject* module;  // a strong reference (left, not released, if the thread ends with the frame open)
+  uint64_t ctx;
+  uint64_t generation;
+  ModuleKind kind;
+};
+
+// (parent context, module name) -> the core's id of that scope (strong references, touched with the GIL held).
+struct ScopeSlot {
+  uint64_t parent;
+  PyObject* name;
+  PyObject* ctx;
+};
+
 struct ThreadState;
 thread_local ThreadState* t_fast __attribute__((tls_model("initial-exec"))) = nullptr;  // see state()
 
@@ -263,6 +279,10 @@ struct ThreadState {
   uint64_t os_tid = 0;
   uint64_t own_ctx = 0;  // the context when no backend offers a setter
   std::string buf;       // composed names (shapes)
+  // nn.Module calls (GIL held). What they hold is left, not released, when the thread ends: no GIL there.
+  std::vector<ModuleFrame> modules;
+  PyObject* core_dict = nullptr;         // the core's threading.local dict of this thread
+  std::unique_ptr<ScopeSlot[]> scopes;   // module scope ids
 
   ThreadState() { frames.reserve(64); }
   ~ThreadState() {
@@ -713,12 +733,16 @@ void on_exit(const at::RecordFunction& rf, at::ObserverContext*) {
   }
 }
 
-// ------------------------------------------------------------ nn.Module hooks ----
-// Global forward pre/post hooks, called by torch with the GIL held, one pair per module call. A module
-// becomes a scope of the core's (so scopes the user opens inside its forward nest under it), opened
-// here with the steps of plugin_api.open_scope/close_scope (plugin_api.scope_stack_protocol, v1) for
-// the plain case and through those Python functions otherwise; a module called inside one of our
-// records (a forward recomputed in backward by activation checkpointing) becomes a frame of ours.
+// ------------------------------------------------------------ nn.Module calls ----
+// A module call becomes a scope of the core's (so scopes the user opens inside its forward nest under it),
+// opened here with the steps of plugin_api.open_scope/close_scope (plugin_api.scope_stack_protocol, v1) for
+// the plain case and through those Python functions otherwise; a module called inside one of our records
+// (a forward recomputed in backward by activation checkpointing) becomes a frame of ours.
+//
+// Two ways in, both with the GIL held: module_call, a method descriptor of nn.Module put in place of
+// nn.Module.__call__, which calls the original with the module opened around it (no Python frame of ours
+// per module call; Dynamo is shown a Python equivalent, proton_torch.ops), or module_pre_hook and
+// module_post_hook, called by the Python wrapper of proton_frameworks where Dynamo cannot be shown one.
 struct ModuleSupport {
   PyObject* activity = nullptr;  // plugin_api.ACTIVITY: .any
   PyObject* thread = nullptr;    // the core's threading.local: .stack, .current
@@ -738,71 +762,84 @@ struct ModuleSupport {
   PyObject* zero = nullptr;
 } g_mod;
 
-enum ModuleKind : uint8_t { kNoScope, kCoreScope, kOwnFrame };
-struct ModuleFrame {
-  PyObject* module;  // a strong reference (left, not released, if the thread ends with the frame open)
-  uint64_t ctx;
-  uint64_t generation;
-  ModuleKind kind;
-};
-thread_local std::vector<ModuleFrame> t_modules;
 // Bumped each time the hooks are (re)installed: frames of an older install lost their post hook
 // (the hooks went away during that module's forward) and are dropped at this thread's next call.
 uint64_t g_module_generation = 1;
-thread_local PyObject* t_core_dict = nullptr;  // this thread's dict of the core's threading.local (kept)
 
 // (parent module, module) -> its attribute name in the parent (strong references to the names only).
 std::unordered_map<std::pair<uint64_t, uint64_t>, PyObject*, PairHash> g_module_names;
 std::vector<uint64_t> g_module_ids;  // ids of the core's module scopes opened, for naming links
 std::unordered_set<uint64_t> g_module_id_set;
 
+// module_call: the nn.Module.__call__ it wraps (kept after a session: code that saved the descriptor
+// still calls through it), whether it opens modules now, and the descriptor, one per process (Dynamo
+// registers it once).
+PyObject* g_call_original = nullptr;
+bool g_call_on = false;
+PyObject* g_call_descr = nullptr;
+
+// ACTIVITY.any: 1, 0, -1 with an exception.
+int activity_on() {
+  PyObject* any = PyObject_GetAttr(g_mod.activity, g_mod.s_any);
+  if (any == nullptr) return -1;
+  int on = any == Py_True ? 1 : any == Py_False ? 0 : PyObject_IsTrue(any);
+  Py_DECREF(any);
+  return on;
+}
+
+// parent._modules, borrowed from the instance dict (nn.Module keeps it there), else nullptr without an error.
+PyObject* children_of(PyObject* parent, PyObject** holder) {
+  *holder = PyObject_GenericGetDict(parent, nullptr);
+  if (*holder == nullptr) {
+    PyErr_Clear();
+    return nullptr;
+  }
+  PyObject* children = PyDict_GetItemWithError(*holder, g_mod.s_modules);
+  if (children == nullptr || !PyDict_Check(children)) {
+    PyErr_Clear();
+    return nullptr;
+  }
+  return children;
+}
+
 // A new reference to the name the Python side would give: the attribute name in the parent, else the class name.
 PyObject* module_name(PyObject* parent, PyObject* module) {
-  if (parent != nullptr) {
-    PyObject* children = PyObject_GetAttr(parent, g_mod.s_modules);
-    if (children == nullptr) {
-      PyErr_Clear();
-    } else if (PyDict_Check(children)) {
-      auto key = std::make_pair(uint64_t(uintptr_t(parent)), uint64_t(uintptr_t(module)));
-      auto it = g_module_names.find(key);
-      if (it != g_module_names.end() && PyDict_GetItemWithError(children, it->second) == module) {
-        Py_DECREF(children);
-        Py_INCREF(it->second);
-        return it->second;
-      }
-      PyErr_Clear();
-      Py_ssize_t pos = 0;
-      PyObject *k, *v;
-      while (PyDict_Next(children, &pos, &k, &v)) {
-        if (v == module && PyUnicode_Check(k)) {
-          if (g_module_names.size() > 100000) {
-            for (auto& kv : g_module_names) Py_DECREF(kv.second);
-            g_module_names.clear();
-          }
-          Py_INCREF(k);
-          auto found = g_module_names.find(key);
-          if (found != g_module_names.end()) {
-            Py_DECREF(found->second);
-            found->second = k;
-          } else {
-            g_module_names.emplace(key, k);
-          }
-          Py_DECREF(children);
-          Py_INCREF(k);
-          return k;
+  PyObject* holder = nullptr;
+  PyObject* children = parent != nullptr ? children_of(parent, &holder) : nullptr;
+  if (children != nullptr) {
+    auto key = std::make_pair(uint64_t(uintptr_t(parent)), uint64_t(uintptr_t(module)));
+    auto it = g_module_names.find(key);
+    if (it != g_module_names.end() && PyDict_GetItemWithError(children, it->second) == module) {
+      Py_DECREF(holder);
+      return Py_NewRef(it->second);
+    }
+    PyErr_Clear();
+    Py_ssize_t pos = 0;
+    PyObject *k, *v;
+    while (PyDict_Next(children, &pos, &k, &v)) {
+      if (v == module && PyUnicode_Check(k)) {
+        if (g_module_names.size() > 100000) {
+          for (auto& kv : g_module_names) Py_DECREF(kv.second);
+          g_module_names.clear();
         }
+        auto found = g_module_names.find(key);
+        if (found != g_module_names.end()) {
+          Py_SETREF(found->second, Py_NewRef(k));
+        } else {
+          g_module_names.emplace(key, Py_NewRef(k));
+        }
+        Py_DECREF(holder);
+        return Py_NewRef(k);
       }
-      Py_DECREF(children);
-    } else {
-      Py_DECREF(children);
     }
   }
+  Py_XDECREF(holder);
   return PyObject_GetAttr(reinterpret_cast<PyObject*>(Py_TYPE(module)), g_mod.s_name);
 }
 
-PyObject* core_dict() {
-  if (t_core_dict == nullptr) t_core_dict = PyObject_GetAttrString(g_mod.thread, "__dict__");
-  return t_core_dict;
+PyObject* core_dict(ThreadState& ts) {
+  if (ts.core_dict == nullptr) ts.core_dict = PyObject_GetAttrString(g_mod.thread, "__dict__");
+  return ts.core_dict;
 }
 
 bool call_setters(PyObject* ctx) {
@@ -826,10 +863,36 @@ PyObject* stack_top(PyObject* stack) {
   return PyTuple_Check(top) && PyTuple_GET_SIZE(top) > 0 ? PyTuple_GET_ITEM(top, 0) : nullptr;
 }
 
+// The core's id of scope ``name`` under ``parent`` (a new reference): the thread's cache (ids are never
+// reused, so an entry never goes stale), else index[(parent, "scope", name)], else TREE.child(...).
+PyObject* scope_id(ThreadState& ts, PyObject* parent, PyObject* name) {
+  uint64_t p = PyLong_AsUnsignedLongLong(parent);
+  if (p == uint64_t(-1) && PyErr_Occurred()) return nullptr;
+  if (!ts.scopes) ts.scopes.reset(new ScopeSlot[kCacheSlots]());
+  ScopeSlot& slot = ts.scopes[mix(p, uintptr_t(name)) & (kCacheSlots - 1)];
+  if (slot.ctx != nullptr && slot.parent == p && slot.name == name) return Py_NewRef(slot.ctx);
+  PyObject* key = PyTuple_Pack(3, parent, g_mod.kind, name);
+  PyObject* ctx = key ? PyDict_GetItemWithError(g_mod.index, key) : nullptr;
+  Py_XDECREF(key);
+  if (ctx != nullptr) {
+    Py_INCREF(ctx);
+  } else if (!PyErr_Occurred()) {
+    ctx = PyObject_CallFunctionObjArgs(g_mod.child, parent, g_mod.kind, name, nullptr);
+  }
+  if (ctx != nullptr && PyLong_CheckExact(ctx)) {
+    PyObject* old_name = slot.name;
+    PyObject* old_ctx = slot.ctx;
+    slot = ScopeSlot{p, Py_NewRef(name), Py_NewRef(ctx)};
+    Py_XDECREF(old_name);
+    Py_XDECREF(old_ctx);
+  }
+  return ctx;
+}
+
 // open_scope(name) in the plain case (no state or op on top): a new reference to the id; nullptr with no
 // error set when it is not the plain case.
-PyObject* fast_open(PyObject* name) {
-  PyObject* d = core_dict();
+PyObject* fast_open(ThreadState& ts, PyObject* name) {
+  PyObject* d = core_dict(ts);
   PyObject* stack = d ? PyDict_GetItemWithError(d, g_mod.s_stack) : nullptr;
   if (stack == nullptr || !PyList_Check(stack)) return nullptr;
   Py_INCREF(stack);
@@ -837,14 +900,7 @@ PyObject* fast_open(PyObject* name) {
   PyObject* parent = stack_top(stack);
   PyObject* current = parent ? PyDict_GetItemWithError(d, g_mod.s_current) : nullptr;
   if (current != nullptr && PyObject_RichCompareBool(current, parent, Py_EQ) == 1) {
-    PyObject* key = PyTuple_Pack(3, parent, g_mod.kind, name);
-    PyObject* ctx = key ? PyDict_GetItemWithError(g_mod.index, key) : nullptr;
-    if (ctx != nullptr) {
-      Py_INCREF(ctx);
-    } else if (!PyErr_Occurred()) {
-      ctx = PyObject_CallFunctionObjArgs(g_mod.child, parent, g_mod.kind, name, nullptr);
-    }
-    Py_XDECREF(key);
+    PyObject* ctx = scope_id(ts, parent, name);
     PyObject* now = ctx ? PyLong_FromUnsignedLongLong(now_ns()) : nullptr;
     PyObject* entry = now ? PyTuple_Pack(3, ctx, name, now) : nullptr;
     Py_XDECREF(now);
@@ -861,13 +917,13 @@ PyObject* fast_open(PyObject* name) {
 }
 
 // close_scope(id) in the plain case: 1 closed, 0 not the plain case (nothing changed), -1 an error.
-int fast_close(uint64_t id) {
+int fast_close(ThreadState& ts, uint64_t id) {
   PyObject* tracing = PyObject_GetAttr(g_mod.manager, g_mod.s_tracing);
   if (tracing == nullptr) return -1;
   bool traced = !PyTuple_Check(tracing) || PyTuple_GET_SIZE(tracing) > 0;
   Py_DECREF(tracing);
   if (traced) return 0;  // close_scope records the scope's event
-  PyObject* d = core_dict();
+  PyObject* d = core_dict(ts);
   PyObject* stack = d ? PyDict_GetItemWithError(d, g_mod.s_stack) : nullptr;
   if (stack == nullptr || !PyList_Check(stack)) return PyErr_Occurred() ? -1 : 0;
   Py_INCREF(stack);
@@ -905,13 +961,8 @@ PyObject* py_set_module_support(PyObject*, PyObject* args) {
   }
   PyObject** slots[] = {&g_mod.thread, &g_mod.index, &g_mod.child, &g_mod.kind, &g_mod.manager, &g_mod.open_scope,
                         &g_mod.close_scope};
-  for (int i = 0; i < 7; ++i) {
-    PyObject* v = PyTuple_GET_ITEM(protocol, i + 1);
-    Py_INCREF(v);
-    Py_XSETREF(*slots[i], v);
-  }
-  Py_INCREF(activity);
-  Py_XSETREF(g_mod.activity, activity);
+  for (int i = 0; i < 7; ++i) Py_XSETREF(*slots[i], Py_NewRef(PyTuple_GET_ITEM(protocol, i + 1)));
+  Py_XSETREF(g_mod.activity, Py_NewRef(activity));
   ++g_module_generation;
   if (g_mod.s_any == nullptr) {
     g_mod.s_any = PyUnicode_InternFromString("any");
@@ -940,16 +991,27 @@ uint64_t own_module_frame(ThreadState& ts, PyObject* name) {
   return ctx;
 }
 
-void push_module(PyObject* module, uint64_t ctx, ModuleKind kind) {
-  Py_INCREF(module);
-  t_modules.push_back(ModuleFrame{module, ctx, g_module_generation, kind});
+void close_core_scope(ThreadState& ts, uint64_t id) {
+  int done = fast_close(ts, id);
+  if (done == 0) {
+    PyObject* arg = PyLong_FromUnsignedLongLong(id);
+    PyObject* r = arg ? PyObject_CallOneArg(g_mod.close_scope, arg) : nullptr;
+    Py_XDECREF(arg);
+    Py_XDECREF(r);
+  }
+  if (done < 0 || PyErr_Occurred()) {
+    PyErr_Clear();
+    g_callback_errors.fetch_add(1, std::memory_order_relaxed);
+  }
 }
 
-PyObject* py_module_pre_hook(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  if (nargs < 1 || g_mod.activity == nullptr) Py_RETURN_NONE;
-  while (!t_modules.empty() && t_modules.back().generation != g_module_generation) {
-    ModuleFrame stale = t_modules.back();
-    t_modules.pop_back();
+// Open a module call (``on``: ACTIVITY.any, else it gets no scope). Never raises into the user's forward:
+// a failure leaves this call without a scope. Called with no exception set.
+void module_enter(ThreadState& ts, PyObject* module, int on) {
+  auto& modules = ts.modules;
+  while (!modules.empty() && modules.back().generation != g_module_generation) {
+    ModuleFrame stale = modules.back();
+    modules.pop_back();
     Py_DECREF(stale.module);
     if (stale.kind == kCoreScope) {  // its scope is still open on the core's stack: closed if innermost
       PyObject* arg = PyLong_FromUnsignedLongLong(stale.ctx);
@@ -959,20 +1021,14 @@ PyObject* py_module_pre_hook(PyObject*, PyObject* const* args, Py_ssize_t nargs)
       if (PyErr_Occurred()) PyErr_Clear();
     }
   }
-  PyObject* module = args[0];
-  // Never raises into the user's forward: a failure here leaves this module call without a scope.
-  PyObject* any = PyObject_GetAttr(g_mod.activity, g_mod.s_any);
-  int on = any ? PyObject_IsTrue(any) : -1;
-  Py_XDECREF(any);
-  PyObject* name = on > 0 ? module_name(t_modules.empty() ? nullptr : t_modules.back().module, module) : nullptr;
-  ThreadState& ts = state();
+  PyObject* name = on > 0 ? module_name(modules.empty() ? nullptr : modules.back().module, module) : nullptr;
   uint64_t id = 0;
   ModuleKind kind = kNoScope;
   if (name != nullptr && !ts.frames.empty() && g_on.load(std::memory_order_relaxed)) {
     id = own_module_frame(ts, name);
     kind = id != 0 ? kOwnFrame : kNoScope;
   } else if (name != nullptr) {
-    PyObject* ctx = fast_open(name);
+    PyObject* ctx = fast_open(ts, name);
     if (ctx == nullptr && !PyErr_Occurred()) ctx = PyObject_CallOneArg(g_mod.open_scope, name);
     if (ctx != nullptr) {
       id = PyLong_AsUnsignedLongLong(ctx);
@@ -990,17 +1046,17 @@ PyObject* py_module_pre_hook(PyObject*, PyObject* const* args, Py_ssize_t nargs)
     g_module_id_set.insert(id);
     g_module_ids.push_back(id);
   }
-  push_module(module, id, kind);
-  Py_RETURN_NONE;
+  modules.push_back(ModuleFrame{Py_NewRef(module), id, g_module_generation, kind});
 }
 
-PyObject* py_module_post_hook(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  if (nargs < 1 || t_modules.empty() || t_modules.back().module != args[0]) Py_RETURN_NONE;  // pre hook not ours
-  ModuleFrame f = t_modules.back();
-  t_modules.pop_back();
+// Close the module call ``module`` if it is the innermost one open (else its enter was not ours).
+void module_exit(ThreadState& ts, PyObject* module) {
+  auto& modules = ts.modules;
+  if (modules.empty() || modules.back().module != module) return;
+  ModuleFrame f = modules.back();
+  modules.pop_back();
   Py_DECREF(f.module);  // the caller holds its own reference: still alive here
   if (f.kind == kOwnFrame) {
-    ThreadState& ts = state();
     auto& frames = ts.frames;
     size_t i = frames.size();
     while (i > 0 && !(frames[i - 1].kind == kModule && frames[i - 1].ctx == f.ctx)) --i;
@@ -1009,18 +1065,91 @@ PyObject* py_module_post_hook(PyObject*, PyObject* const* args, Py_ssize_t nargs
       pop_top(ts, true);
     }
   } else if (f.kind == kCoreScope) {
-    int done = fast_close(f.ctx);
-    if (done == 0) {
-      PyObject* arg = PyLong_FromUnsignedLongLong(f.ctx);
-      PyObject* r = arg ? PyObject_CallOneArg(g_mod.close_scope, arg) : nullptr;
-      Py_XDECREF(arg);
-      Py_XDECREF(r);
-    }
-    if (done < 0 || PyErr_Occurred()) {
+    close_core_scope(ts, f.ctx);
+  }
+}
+
+PyObject* py_module_pre_hook(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  if (nargs < 1 || g_mod.activity == nullptr) Py_RETURN_NONE;
+  int on = activity_on();
+  if (on < 0) PyErr_Clear();
+  module_enter(state(), args[0], on);
+  Py_RETURN_NONE;
+}
+
+PyObject* py_module_post_hook(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  if (nargs >= 1) module_exit(state(), args[0]);
+  Py_RETURN_NONE;
+}
+
+// nn.Module.__call__(self, *args, **kwargs): the original, with the module opened around it while a session
+// records (ACTIVITY.any, as the Python wrapper checks); an exception from forward passes through unchanged.
+PyObject* py_module_call(PyObject* module, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  PyObject* original = g_call_original;
+  if (original == nullptr) {
+    PyErr_SetString(PyExc_RuntimeError, "proton_torch: nn.Module.__call__ replaced without the original");
+    return nullptr;
+  }
+  Py_ssize_t nkw = kwnames != nullptr ? PyTuple_GET_SIZE(kwnames) : 0;
+  size_t total = size_t(1 + nargs + nkw);
+  PyObject* small[8];
+  std::unique_ptr<PyObject*[]> big;
+  PyObject** stack = small;
+  if (total > 8) {
+    big.reset(new PyObject*[total]);
+    stack = big.get();
+  }
+  stack[0] = module;
+  for (size_t i = 1; i < total; ++i) stack[i] = args[i - 1];
+  Py_INCREF(original);  // a session ending inside forward may replace it
+  int on = 0;
+  if (g_call_on && g_mod.activity != nullptr) {
+    on = activity_on();
+    if (on < 0) {
       PyErr_Clear();
-      g_callback_errors.fetch_add(1, std::memory_order_relaxed);
+      on = 0;
     }
   }
+  if (on) module_enter(state(), module, on);
+  PyObject* result = PyObject_Vectorcall(original, stack, size_t(1 + nargs), kwnames);
+  if (on) {
+    PyObject *type, *value, *traceback;  // the forward's exception, kept across the exit
+    PyErr_Fetch(&type, &value, &traceback);
+    module_exit(state(), module);
+    PyErr_Restore(type, value, traceback);
+  }
+  Py_DECREF(original);
+  return result;
+}
+
+PyMethodDef g_call_def = {
+    "__call__", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(py_module_call)),
+    METH_FASTCALL | METH_KEYWORDS,
+    "__call__($self, /, *args, **kwargs)\n--\n\nCall the module (proton-profiler-torch: with its scope around "
+    "the call while a session records)."};
+
+PyObject* py_module_call_descriptor(PyObject*, PyObject* args) {
+  PyObject *type, *original;
+  if (!PyArg_ParseTuple(args, "O!O", &PyType_Type, &type, &original)) return nullptr;
+  if (!PyCallable_Check(original)) {
+    PyErr_SetString(PyExc_TypeError, "module_call_descriptor(type, original): original must be callable");
+    return nullptr;
+  }
+  if (g_call_descr == nullptr) {
+    g_call_descr = PyDescr_NewMethod(reinterpret_cast<PyTypeObject*>(type), &g_call_def);
+    if (g_call_descr == nullptr) return nullptr;
+  } else if (PyDescr_TYPE(g_call_descr) != reinterpret_cast<PyTypeObject*>(type)) {
+    PyErr_SetString(PyExc_ValueError, "module_call_descriptor: the descriptor belongs to another type");
+    return nullptr;
+  }
+  Py_XSETREF(g_call_original, Py_NewRef(original));
+  return Py_NewRef(g_call_descr);
+}
+
+PyObject* py_set_module_call(PyObject*, PyObject* arg) {
+  int on = PyObject_IsTrue(arg);
+  if (on < 0) return nullptr;
+  g_call_on = on != 0 && g_call_original != nullptr;
   Py_RETURN_NONE;
 }
 
@@ -1288,6 +1417,11 @@ PyMethodDef kMethods[] = {
      METH_FASTCALL, "module_pre_hook(module, args): a global nn.Module forward pre hook"},
     {"module_post_hook", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(py_module_post_hook)),
      METH_FASTCALL, "module_post_hook(module, args, output): a global nn.Module forward hook (always_call)"},
+    {"module_call_descriptor", py_module_call_descriptor, METH_VARARGS,
+     "module_call_descriptor(nn.Module, original) -> a method descriptor of nn.Module (one per process) calling "
+     "original with the module opened around it while set_module_call(True)"},
+    {"set_module_call", py_set_module_call, METH_O,
+     "set_module_call(on): whether the module_call descriptor opens modules (off: it only calls the original)"},
     {"module_ids", py_module_ids, METH_NOARGS, "module_ids() -> the ids of the module scopes of the core opened"},
     {"backward_enter", py_backward_enter, METH_NOARGS,
      "backward_enter() -> token: publish the calling thread's context for autograd's threads"},

@@ -19,17 +19,21 @@ from proton_core.testing import NoCompiler, SyntheticBackend, build_library, nat
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-@pytest.fixture(scope="session")
-def channel_lib(tmp_path_factory):
-    out = str(tmp_path_factory.mktemp("channel") / "libchannel.so")
-    try:
-        lib = build_library(os.path.join(HERE, "native", "channel.c"), out)
-    except NoCompiler as exc:
-        pytest.skip(str(exc))
+def build_channel(out: str):
+    """tests/native/channel.c built into ``out`` and loaded (NoCompiler where none exists)."""
+    lib = build_library(os.path.join(HERE, "native", "channel.c"), out)
     lib.channel_get.restype = ctypes.c_uint64
     lib.channel_set.argtypes = [ctypes.c_uint64]
     lib.channel_has_provider.restype = ctypes.c_int
     return lib
+
+
+@pytest.fixture(scope="session")
+def channel_lib(tmp_path_factory):
+    try:
+        return build_channel(str(tmp_path_factory.mktemp("channel") / "libchannel.so"))
+    except NoCompiler as exc:
+        pytest.skip(str(exc))
 
 
 class NativeLocal:
@@ -66,3 +70,22 @@ def native_fake(request, channel_lib, monkeypatch, fake):
     channel_lib.channel_set(0)
     yield fake
     channel_lib.channel_set(0)
+
+
+def install_native_setter(out_dir: str):
+    """:func:`native_fake` for a program of its own (a subprocess test), for the rest of that program:
+    ``backend="fake"`` gets the channel library's native setter."""
+    from proton_core.testing import use_synthetic_backend
+
+    os.makedirs(out_dir, exist_ok=True)
+    lib = build_channel(os.path.join(out_dir, "libchannel.so"))
+    init = SyntheticBackend.__init__
+
+    def patched_init(self):
+        init(self)
+        self.local = NativeLocal(lib)
+
+    SyntheticBackend.native_context = native_context_capsule(lib, "channel_native_context")
+    SyntheticBackend.__init__ = patched_init
+    use_synthetic_backend()
+    return lib

@@ -6,6 +6,10 @@ kernels: a "kernel emulator" dispatch mode launches one fake kernel ``cpu_<op>``
 operator that would launch one on a GPU, inside the operator's own record.
 """
 
+import os
+import subprocess
+import sys
+import textwrap
 import threading
 
 import pytest
@@ -25,6 +29,8 @@ except native.NativeUnavailable as exc:  # pragma: no cover - a checkout built w
     pytest.skip(f"proton_torch's extension is not usable here: {exc}", allow_module_level=True)
 
 from proton_frameworks.torch_testing import KERNEL_OPS, KernelEmulator, Net  # noqa: E402,F401
+
+HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def names(literal):
@@ -493,8 +499,104 @@ def test_module_hooks_are_the_native_ones_and_go_at_finalize(tmp_path, native_fa
     (patch,) = MODE.state["handles"]
     assert (patch.pre, patch.post) == (C.module_pre_hook, C.module_post_hook)
     assert torch.nn.Module.__dict__["__call__"] is patch.wrapper
+    assert type(patch.wrapper).__name__ == "method_descriptor"  # the C wrapper: no Python frame per call
     proton.finalize()
     assert torch.nn.Module.__dict__["__call__"] is original
+
+
+def test_the_python_wrapper_is_kept_where_asked(tmp_path, native_fake, monkeypatch):
+    from proton_frameworks.torch_ops import MODE
+
+    monkeypatch.setenv("PROTON_TORCH_MODULE_CALL", "python")
+    proton.start(str(tmp_path / "h"), backend="fake", hook="torch")
+    (patch,) = MODE.state["handles"]
+    assert type(patch.wrapper).__name__ == "function" and patch.wrapper.__wrapped__ is patch.original
+    with KernelEmulator(native_fake), proton.scope("s"):
+        Net()(torch.randn(5, 8))
+    proton.finalize()
+    root = load_profile(str(tmp_path / "h.hatchet"))[0]
+    assert sorted(names(child(root, "s", "Net"))) == ["act", "fc1", "fc2"]
+
+
+class Calls(torch.nn.Module):
+    """forward with positional, keyword and many arguments; records the scopes open inside."""
+
+    def __init__(self):
+        super().__init__()
+        self.seen = []
+
+    def forward(self, *args, scale=1.0, **extra):
+        self.seen.append((open_scopes(), len(args), scale, sorted(extra)))
+        if extra.get("fail"):
+            raise KeyError("from forward")
+        return sum(args) * scale
+
+
+def test_the_c_module_call_passes_arguments_results_and_errors_through(tmp_path, native_fake):
+    module = Calls()
+    proton.start(str(tmp_path / "c"), backend="fake", hook="torch")
+    with proton.scope("outer"):
+        assert module(1, 2) == 3
+        assert module(*range(12), scale=2.0, a=1, b=2) == 132  # more than the wrapper's small stack
+        with pytest.raises(KeyError, match="from forward") as info:
+            module(1, fail=True)
+        assert info.value.__traceback__ is not None
+        assert open_scopes() == ["outer"]
+    proton.finalize()
+    assert module.seen == [(["outer", "Calls"], 2, 1.0, []), (["outer", "Calls"], 12, 2.0, ["a", "b"]),
+                           (["outer", "Calls"], 1, 1.0, ["fail"])]
+    with pytest.raises(TypeError):  # the descriptor checks its self as any method of nn.Module does
+        C.module_call_descriptor(torch.nn.Module, torch.nn.Module.__call__).__get__(object(), object)()
+
+
+def test_a_kept_c_module_call_only_calls_the_original_after_the_session(tmp_path, native_fake):
+    module = Calls()
+    proton.start(str(tmp_path / "k"), backend="fake", hook="torch")
+    kept = torch.nn.Module.__dict__["__call__"]  # as torch.fx or Dynamo keep the __call__ they found
+    proton.finalize()
+    other = proton.start(str(tmp_path / "o"), backend="fake")  # recording, but without the hook
+    with proton.scope("outer"):
+        assert kept(module, 3) == 3
+    proton.finalize(other)
+    assert module.seen == [(["outer"], 1, 1.0, [])]
+
+
+def test_dynamo_imported_during_a_session_is_shown_the_original_call(tmp_path, channel_lib):
+    """torch._dynamo first imported while the C wrapper is nn.Module.__call__: a fullgraph compile in the
+    session traces through it (no break), eager calls keep their module path, and after the session
+    Dynamo holds the original again."""
+    program = textwrap.dedent('''
+        import sys
+        import torch
+        import proton_core as proton
+        from proton_core.testing import SyntheticBackend, use_synthetic_backend
+        sys.path.insert(0, %r)
+        from conftest import install_native_setter
+        install_native_setter(%r)
+        assert "torch._dynamo" not in sys.modules
+        original = torch.nn.Module.__call__
+        model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU())
+        proton.start(%r, backend="fake", hook="torch")
+        assert type(torch.nn.Module.__dict__["__call__"]).__name__ == "method_descriptor"
+        import torch._dynamo.utils as dyn
+        compiled = torch.compile(model, backend="eager", fullgraph=True)
+        got = compiled(torch.ones(2, 4))
+        with proton.scope("eager"):
+            from proton_core.plugin_api import open_scopes
+            seen = []
+            class Probe(torch.nn.Module):
+                def forward(self, x):
+                    seen.append(open_scopes())
+                    return x
+            Probe()(got)
+        proton.finalize()
+        assert seen == [["eager", "Probe"]], seen
+        assert dyn.unpatched_nn_module_call is original
+        assert torch.equal(got, model(torch.ones(2, 4)))
+        print("ok")
+    ''' % (HERE, str(tmp_path / "lib"), str(tmp_path / "p")))
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0 and done.stdout.strip().endswith("ok"), done.stderr[-3000:]
 
 
 def test_a_deactivated_session_opens_no_module_scopes(tmp_path, native_fake):

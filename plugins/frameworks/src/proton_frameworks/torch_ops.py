@@ -23,7 +23,10 @@ input shapes into their names (``aten::mm[64x128,128x256]``), in either mode.
 nn.Module calls add the module path (``Net`` / ``fc1``) through a wrapper of
 ``nn.Module.__call__`` (:class:`ModuleCallPatch`; the exit runs in ``finally``, so an exception
 in forward still closes the scope): one Python call per module call, not per operator, and no
-global module hook, which would send every module call down torch's slow path.  In native mode a module called inside an operator or an
+global module hook, which would send every module call down torch's slow path.  In native mode
+the wrapper is written in C (``proton_torch.ops.module_call``: no Python frame per module call)
+where torch can show Dynamo a Python equivalent (``torch.compiler.substitute_in_graph``);
+``PROTON_TORCH_MODULE_CALL=python`` keeps the Python wrapper.  In native mode a module called inside an operator or an
 autograd node (activation checkpointing recomputes forward in backward) opens natively there.
 """
 
@@ -231,8 +234,11 @@ class ModuleCallPatch:
     a graph.  ``remove`` restores the original unless someone replaced the wrapper since.
     """
 
-    def __init__(self, cls, pre, post, compiling) -> None:
+    def __init__(self, cls, pre, post, compiling, native_call=None) -> None:
         self.cls, self.original, self.pre, self.post = cls, cls.__dict__["__call__"], pre, post
+        if native_call is not None:  # the same steps in C (proton_torch.ops.module_call): installed as it is
+            self.wrapper = cls.__call__ = native_call(self.original)
+            return
         original = self.original
         activity = ACTIVITY
 
@@ -283,9 +289,11 @@ def _install() -> dict:
     _drop_stale_modes(torch)
     shapes = shapes_wanted()
     ops = native_ops()
-    # Module paths: these Python hooks, or their C twins (the same names and scopes, at a fraction of the cost)
+    # Module paths: these Python hooks, or their C twins (the same names and scopes, at a fraction of the cost),
+    # called from a C nn.Module.__call__ where Dynamo can be shown a Python equivalent of it
     pre, post = (module_pre_hook, module_post_hook) if ops is None else ops.module_hooks()
-    handles = [ModuleCallPatch(nn_module.Module, pre, post, _compiling(torch))]
+    native_call = ops.module_call if ops is not None and ops.module_call_wanted(torch) else None
+    handles = [ModuleCallPatch(nn_module.Module, pre, post, _compiling(torch), native_call)]
     mode = None
     try:
         if ops is not None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import os
+import sys
 
 from proton_core.plugin_api import (
     ACTIVITY,
@@ -21,6 +22,7 @@ from proton_core.plugin_api import (
     register_context_ids,
     register_internal_path,
     scope_stack_protocol,
+    warn,
 )
 
 from .native import NativeUnavailable, load  # noqa: F401  (re-exported for torch_ops)
@@ -129,6 +131,103 @@ def module_hooks():
     return native.module_pre_hook, native.module_post_hook
 
 
+# ------------------------------------------------------------ nn.Module.__call__ ----
+# The C wrapper (csrc/ops.cc, module_call) replaces nn.Module.__call__: the module hooks' steps around the
+# original call with no Python frame of ours (a Python wrapper and its *args/**kwargs repacking cost as much
+# as the hooks). Dynamo cannot trace C: torch.compiler.substitute_in_graph shows it _traced_module_call, the
+# original call alone, so nothing of ours enters a graph. That registration imports torch._dynamo, seconds
+# of work no session start should pay: it happens once per process, when the program imports torch._dynamo
+# itself (at once if it already has).
+_original_call = None  # what the C wrapper calls, read by _traced_module_call (a global: Dynamo guards it)
+_CALL = {"registered": False, "watching": None}
+
+
+def module_call_wanted(torch) -> bool:
+    """Whether the C wrapper can be used: Dynamo can be shown its Python equivalent (torch 2.5 and newer),
+    and ``PROTON_TORCH_MODULE_CALL`` is not ``python``."""
+    if os.environ.get("PROTON_TORCH_MODULE_CALL", "").strip().lower() == "python":
+        return False
+    return callable(getattr(getattr(torch, "compiler", None), "substitute_in_graph", None))
+
+
+def module_call(original):
+    """The C ``nn.Module.__call__`` around ``original``: a method descriptor of nn.Module, one per process."""
+    global _original_call
+    import torch
+
+    native = load()
+    descriptor = native.module_call_descriptor(torch.nn.Module, original)
+    _original_call = original
+    native.set_module_call(True)
+    _when_dynamo_imported(_register_with_dynamo)
+    return descriptor
+
+
+def _traced_module_call(self, *args, **kwargs):
+    """What Dynamo traces in place of the C ``nn.Module.__call__``: the original call alone."""
+    return _original_call(self, *args, **kwargs)
+
+
+def _register_with_dynamo() -> None:
+    if _CALL["registered"]:
+        return
+    _CALL["registered"] = True
+    import torch
+
+    descriptor = _native().module_call_descriptor(torch.nn.Module, _original_call)
+    try:
+        torch.compiler.substitute_in_graph(descriptor, skip_signature_check=True)(_traced_module_call)
+    except Exception as exc:  # noqa: BLE001 - a torch whose Dynamo refuses it: eager runs on, compiles may break
+        warn(f"hook='torch': torch.compile cannot be shown proton's nn.Module.__call__ ({type(exc).__name__}: "
+             f"{str(exc).splitlines()[0] if str(exc) else ''}); a graph compiled during a session may break at "
+             "module calls: set PROTON_TORCH_MODULE_CALL=python to avoid it")
+
+
+class _DynamoImportWatch:
+    """A meta path finder that runs callbacks right after ``torch._dynamo`` has been imported, then leaves."""
+
+    def __init__(self, callbacks) -> None:
+        self.callbacks = callbacks
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname != "torch._dynamo":
+            return None
+        if self in sys.meta_path:
+            sys.meta_path.remove(self)
+        _CALL["watching"] = None
+        spec = None
+        for finder in list(sys.meta_path):
+            find = getattr(finder, "find_spec", None)
+            spec = find(fullname, path, target) if find is not None else None
+            if spec is not None:
+                break
+        loader = getattr(spec, "loader", None)
+        if loader is None or not hasattr(loader, "exec_module"):
+            return spec
+        exec_module, callbacks = loader.exec_module, self.callbacks
+
+        def exec_then_call(module):
+            exec_module(module)
+            for callback in callbacks:
+                callback()
+
+        loader.exec_module = exec_then_call
+        return spec
+
+
+def _when_dynamo_imported(callback) -> None:
+    module = sys.modules.get("torch._dynamo")
+    if module is not None and not getattr(getattr(module, "__spec__", None), "_initializing", False):
+        callback()
+        return
+    watch = _CALL["watching"]
+    if watch is None:
+        watch = _CALL["watching"] = _DynamoImportWatch([])
+        sys.meta_path.insert(0, watch)
+    if callback not in watch.callbacks:
+        watch.callbacks.append(callback)
+
+
 def start(shapes: bool = False) -> None:
     """Register the callbacks (``shapes``: input shapes in operator names)."""
     native = load()
@@ -142,9 +241,10 @@ def start(shapes: bool = False) -> None:
 
 def stop() -> None:
     """Remove the callbacks: operators cost nothing more (records open now still close)."""
+    native = _native()
+    native.set_module_call(False)  # code that kept the C nn.Module.__call__ now only calls the original
     if not STATE["on"]:
         return
-    native = _native()
     native.disable()
     if _tracing():
         drain()  # what a tracing session without hook="torch" saw while the callbacks ran
