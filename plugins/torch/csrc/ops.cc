@@ -27,6 +27,7 @@
 // records, as a frame of ours.
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <structmember.h>
 
 #include <ATen/SequenceNumber.h>
 #include <ATen/core/ivalue.h>
@@ -40,6 +41,7 @@
 #include <cstdint>
 #include <cstring>
 #include <deque>
+#include <initializer_list>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -760,6 +762,8 @@ struct ModuleSupport {
   PyObject* s_modules = nullptr;
   PyObject* s_name = nullptr;
   PyObject* zero = nullptr;
+  Py_ssize_t any_offset = 0;         // ACTIVITY's "any" slot, 0: read it through getattr
+  PyObject* manager_dict = nullptr;  // MANAGER.__dict__, where setters/tracing are read (nullptr: getattr)
 } g_mod;
 
 // Bumped each time the hooks are (re)installed: frames of an older install lost their post hook
@@ -778,13 +782,51 @@ PyObject* g_call_original = nullptr;
 bool g_call_on = false;
 PyObject* g_call_descr = nullptr;
 
-// ACTIVITY.any: 1, 0, -1 with an exception.
+// ACTIVITY.any: 1, 0, -1 with an exception. ACTIVITY is a __slots__ object: its slot is read where it
+// lies (g_mod.any_offset), else through getattr.
 int activity_on() {
+  if (g_mod.any_offset > 0) {
+    PyObject* any = *reinterpret_cast<PyObject**>(reinterpret_cast<char*>(g_mod.activity) + g_mod.any_offset);
+    if (any == Py_True) return 1;
+    if (any == Py_False) return 0;
+  }
   PyObject* any = PyObject_GetAttr(g_mod.activity, g_mod.s_any);
   if (any == nullptr) return -1;
-  int on = any == Py_True ? 1 : any == Py_False ? 0 : PyObject_IsTrue(any);
+  int on = PyObject_IsTrue(any);
   Py_DECREF(any);
   return on;
+}
+
+// MANAGER.<name> (a new reference): from its instance dict where no class attribute can come first.
+PyObject* manager_attr(PyObject* name) {
+  if (g_mod.manager_dict != nullptr) {
+    PyObject* v = PyDict_GetItemWithError(g_mod.manager_dict, name);
+    if (v != nullptr) return Py_NewRef(v);
+    if (PyErr_Occurred()) return nullptr;
+  }
+  return PyObject_GetAttr(g_mod.manager, name);
+}
+
+// The offset of a plain object slot ``name`` of ``obj``'s type (a __slots__ member), else 0.
+Py_ssize_t slot_offset(PyObject* obj, PyObject* name) {
+  PyObject* descr = _PyType_Lookup(Py_TYPE(obj), name);
+  if (descr == nullptr || !Py_IS_TYPE(descr, &PyMemberDescr_Type)) return 0;
+  PyMemberDef* member = reinterpret_cast<PyMemberDescrObject*>(descr)->d_member;
+  return member->type == T_OBJECT_EX || member->type == T_OBJECT ? member->offset : 0;
+}
+
+// The instance dict of ``obj`` (a new reference) if none of ``names`` is a class attribute of its type (which
+// could shadow or compute the value), else nullptr.
+PyObject* plain_instance_dict(PyObject* obj, std::initializer_list<PyObject*> names) {
+  for (PyObject* name : names)
+    if (_PyType_Lookup(Py_TYPE(obj), name) != nullptr) return nullptr;
+  PyObject* d = PyObject_GenericGetDict(obj, nullptr);
+  if (d == nullptr || !PyDict_CheckExact(d)) {
+    PyErr_Clear();
+    Py_XDECREF(d);
+    return nullptr;
+  }
+  return d;
 }
 
 // parent._modules, borrowed from the instance dict (nn.Module keeps it there), else nullptr without an error.
@@ -834,7 +876,10 @@ PyObject* module_name(PyObject* parent, PyObject* module) {
     }
   }
   Py_XDECREF(holder);
-  return PyObject_GetAttr(reinterpret_cast<PyObject*>(Py_TYPE(module)), g_mod.s_name);
+  PyTypeObject* type = Py_TYPE(module);
+  if (PyType_HasFeature(type, Py_TPFLAGS_HEAPTYPE))  // a class statement's type: its __name__ is ht_name
+    return Py_NewRef(reinterpret_cast<PyHeapTypeObject*>(type)->ht_name);
+  return PyObject_GetAttr(reinterpret_cast<PyObject*>(type), g_mod.s_name);
 }
 
 PyObject* core_dict(ThreadState& ts) {
@@ -843,7 +888,7 @@ PyObject* core_dict(ThreadState& ts) {
 }
 
 bool call_setters(PyObject* ctx) {
-  PyObject* setters = PyObject_GetAttr(g_mod.manager, g_mod.s_setters);
+  PyObject* setters = manager_attr(g_mod.s_setters);
   if (setters == nullptr) return false;
   bool ok = PyTuple_Check(setters);
   for (Py_ssize_t i = 0; ok && i < PyTuple_GET_SIZE(setters); ++i) {
@@ -918,7 +963,7 @@ PyObject* fast_open(ThreadState& ts, PyObject* name) {
 
 // close_scope(id) in the plain case: 1 closed, 0 not the plain case (nothing changed), -1 an error.
 int fast_close(ThreadState& ts, uint64_t id) {
-  PyObject* tracing = PyObject_GetAttr(g_mod.manager, g_mod.s_tracing);
+  PyObject* tracing = manager_attr(g_mod.s_tracing);
   if (tracing == nullptr) return -1;
   bool traced = !PyTuple_Check(tracing) || PyTuple_GET_SIZE(tracing) > 0;
   Py_DECREF(tracing);
@@ -974,6 +1019,8 @@ PyObject* py_set_module_support(PyObject*, PyObject* args) {
     g_mod.s_name = PyUnicode_InternFromString("__name__");
     g_mod.zero = PyLong_FromLong(0);
   }
+  g_mod.any_offset = slot_offset(activity, g_mod.s_any);
+  Py_XSETREF(g_mod.manager_dict, plain_instance_dict(g_mod.manager, {g_mod.s_setters, g_mod.s_tracing}));
   Py_RETURN_NONE;
 }
 
