@@ -111,6 +111,15 @@ static int thread_get(Thread *t) {
     return 1;
 }
 
+/* `list.pop()` of the last item (n > 0), keeping the list's array: list_resize would free a short stack's
+ * array when it empties (and shrink it below half), so every push/pop pair paid a malloc and a free. */
+static void drop_last(PyObject *list) {
+    Py_ssize_t n = PyList_GET_SIZE(list);
+    PyObject *item = PyList_GET_ITEM(list, n - 1);
+    Py_SET_SIZE(list, n - 1);
+    Py_DECREF(item);
+}
+
 static PyObject *entry3(PyObject *a, PyObject *b, PyObject *c) { return PyTuple_Pack(3, a, b, c); }
 
 static PyObject *monotonic_ns(void) { /* time.monotonic_ns()'s clock */
@@ -144,7 +153,7 @@ static int push_plain(Thread *t, PyObject *ctx, PyObject *name) {
 
 /* `_pop`'s steps without tracing, state or op: stack.pop(); current = the new innermost id; the setters. */
 static int pop_plain(Thread *t, Py_ssize_t depth) {
-    if (PyList_SetSlice(t->stack, depth - 1, depth, NULL) < 0) return -1;
+    drop_last(t->stack);
     PyObject *parent = top_id(t->stack);
     if (parent == NULL) {
         PyErr_SetString(PyExc_RuntimeError, "proton: a scope stack entry is not (id, name, start)");
@@ -268,7 +277,8 @@ static PyObject *scope_exit(ScopeBase *self, PyObject *const *args, Py_ssize_t n
     Py_INCREF(t.opened);
     Py_ssize_t depth = PyList_GET_SIZE(t.stack);
     if (PyTuple_GET_ITEM(mine, 1) == Py_False || depth == 0) { /* it pushed nothing, or stack was reset */
-        if (PyList_SetSlice(t.opened, n - 1, n, NULL) == 0) result = Py_NewRef(Py_None);
+        drop_last(t.opened);
+        result = Py_NewRef(Py_None);
         g.n_exit_fast++;
         goto done;
     }
@@ -279,7 +289,8 @@ static PyObject *scope_exit(ScopeBase *self, PyObject *const *args, Py_ssize_t n
         result = slow_exit(self, args, nargs); /* a mismatch, a state or op, tracing: Python's steps */
         goto done;
     }
-    if (PyList_SetSlice(t.opened, n - 1, n, NULL) == 0 && pop_plain(&t, depth) == 0) result = Py_NewRef(Py_None);
+    drop_last(t.opened);
+    if (pop_plain(&t, depth) == 0) result = Py_NewRef(Py_None);
     g.n_exit_fast++;
 done:
     Py_DECREF(t.stack);

@@ -315,6 +315,15 @@ bool call_setters(PyObject* ctx) {
   return ok;
 }
 
+// `list.pop()` of the last item (n > 0), keeping the list's array: list_resize would free a short stack's
+// array when it empties (and shrink it below half), so every push/pop pair paid a malloc and a free.
+void drop_last(PyObject* list) {
+  Py_ssize_t n = PyList_GET_SIZE(list);
+  PyObject* item = PyList_GET_ITEM(list, n - 1);
+  Py_SET_SIZE(list, n - 1);
+  Py_DECREF(item);
+}
+
 // The top entry's id of a stack list (borrowed), or zero.
 PyObject* top_id(PyObject* stack) {
   Py_ssize_t n = PyList_GET_SIZE(stack);
@@ -376,7 +385,8 @@ int fast_close(uint64_t id) {
     PyObject* current = PyDict_GetItemWithError(d, g_core.s_current);
     int plain = current ? PyObject_RichCompareBool(current, top, Py_EQ) : -1;
     Py_DECREF(top);
-    if (plain == 1 && PyList_SetSlice(stack, n - 1, n, nullptr) == 0) {
+    if (plain == 1) {
+      drop_last(stack);
       PyObject* parent = top_id(stack);
       Py_XINCREF(parent);
       done = parent && PyDict_SetItem(d, g_core.s_current, parent) == 0 && call_setters(parent) ? 1 : -1;
