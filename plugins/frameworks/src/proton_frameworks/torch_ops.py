@@ -232,6 +232,8 @@ class ModuleCallPatch:
     ``always_call`` hook would, and only after its ``pre`` ran.  While torch.compile traces, the
     wrapper is the original call (``compiling()`` is a constant there), so nothing of ours enters
     a graph.  ``remove`` restores the original unless someone replaced the wrapper since.
+    ``native_call(original)``, where given, makes the wrapper instead (the native mode's C one,
+    which runs ``pre``/``post``'s steps itself and is shown to Dynamo as the original call).
     """
 
     def __init__(self, cls, pre, post, compiling, native_call=None) -> None:

@@ -209,7 +209,10 @@ class _DynamoImportWatch:
         def exec_then_call(module):
             exec_module(module)
             for callback in callbacks:
-                callback()
+                try:
+                    callback()
+                except Exception as exc:  # noqa: BLE001 - never into the program's own import
+                    warn(f"hook='torch': after importing torch._dynamo: {type(exc).__name__}: {exc}")
 
         loader.exec_module = exec_then_call
         return spec
