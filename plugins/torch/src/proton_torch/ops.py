@@ -139,7 +139,7 @@ def module_hooks():
 # of work no session start should pay: it happens once per process, when the program imports torch._dynamo
 # itself (at once if it already has).
 _original_call = None  # what the C wrapper calls, read by _traced_module_call (a global: Dynamo guards it)
-_CALL = {"registered": False, "watching": None}
+_CALL = {"descriptor": None, "registered": False, "watching": None}
 
 
 def module_call_wanted(torch) -> bool:
@@ -156,7 +156,7 @@ def module_call(original):
     import torch
 
     native = load()
-    descriptor = native.module_call_descriptor(torch.nn.Module, original)
+    descriptor = _CALL["descriptor"] = native.module_call_descriptor(torch.nn.Module, original)
     _original_call = original
     native.set_module_call(True)
     _when_dynamo_imported(_register_with_dynamo)
@@ -174,9 +174,8 @@ def _register_with_dynamo() -> None:
     _CALL["registered"] = True
     import torch
 
-    descriptor = _native().module_call_descriptor(torch.nn.Module, _original_call)
     try:
-        torch.compiler.substitute_in_graph(descriptor, skip_signature_check=True)(_traced_module_call)
+        torch.compiler.substitute_in_graph(_CALL["descriptor"], skip_signature_check=True)(_traced_module_call)
     except Exception as exc:  # noqa: BLE001 - a torch whose Dynamo refuses it: eager runs on, compiles may break
         warn(f"hook='torch': torch.compile cannot be shown proton's nn.Module.__call__ ({type(exc).__name__}: "
              f"{str(exc).splitlines()[0] if str(exc) else ''}); a graph compiled during a session may break at "
