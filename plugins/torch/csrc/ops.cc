@@ -1,8 +1,8 @@
 // PyTorch operators as Proton contexts, from RecordFunction callbacks: no Python per operator.
 //
 // While a session with hook="torch" runs, one global RecordFunction callback pair
-// (scopes FUNCTION and BACKWARD_FUNCTION) is registered.  Each record opens a frame
-// on its thread's stack.  A frame resolves to (its parent's context, operator name)
+// (scope FUNCTION only) is registered.  Each record opens a frame on its thread's
+// stack.  A frame resolves to (its parent's context, operator name)
 // interned into a context id of our own (kFirstId and up, named for the core
 // through this module); views, wrappers and re-dispatches resolve to their
 // parent's.  Where every running backend takes a context provider (capsule
@@ -11,12 +11,14 @@
 // a backend of version 1 each frame is resolved at its entry and its id set as the
 // thread's context, the previous one set again at its exit.
 //
-// Backward: autograd runs each node as "autograd::engine::evaluate_function: X"
-// (FUNCTION scope, transparent here) around the node's own BACKWARD_FUNCTION
-// record "X" carrying the node's sequence number and the thread that created
-// it.  Forward operators that ran with a sequence number remember their context
-// id in a ring per forward thread; the backward record with that number opens
-// under a link context L(B, F): B is the context the backward pass was called
+// Backward: autograd runs each node inside a FUNCTION record
+// "autograd::engine::evaluate_function: X", with the node set as the thread's
+// current one (get_current_node): its sequence number and the thread that
+// created it.  That record is the node's frame, so torch need not build the
+// node's own BACKWARD_FUNCTION record (that scope is not registered).  Forward
+// operators that ran with a sequence number remember their context id in a
+// ring per forward thread; the node with that number opens under a link
+// context L(B, F): B is the context the backward pass was called
 // in (published by the Python side around torch.autograd's engine call, else
 // the running thread's own), F the forward operator's context.  L is named when
 // a profile is built (Python, proton_torch.ops.resolve): F's module and operator
@@ -32,6 +34,7 @@
 #include <ATen/SequenceNumber.h>
 #include <ATen/core/ivalue.h>
 #include <ATen/record_function.h>
+#include <torch/csrc/autograd/function.h>
 
 #include <sys/syscall.h>
 #include <time.h>
@@ -223,7 +226,6 @@ enum Kind : uint8_t {
   kOpen,      // a record not looked at yet: resolved when a launch, a record inside or its exit needs it
   kOp,        // an operator: a context of its own
   kBackward,  // an autograd node's backward function
-  kEngine,    // evaluate_function: its parent's context, or what its backward function left
   kPass,      // a record we do not show (views, a re-dispatch of the same operator, wrappers): its parent's
   kModule,    // an nn.Module opened natively (module_enter), rf == nullptr
 };
@@ -533,10 +535,6 @@ void classify(ThreadState& ts, size_t i, uint64_t parent, const at::RecordFuncti
   f.name = name;
   f.ctx = parent;
   f.kind = kPass;
-  if (name[0] == 'a' && name[1] == 'u' && starts_with(name, kEnginePrefix, sizeof kEnginePrefix - 1)) {
-    f.kind = kEngine;
-    return;
-  }
   if ((!g_tracing.load(std::memory_order_relaxed) && metadata_only(name)) || transparent(name)) return;
   // The same operator again, directly inside itself (a Python dispatch mode or a tensor subclass
   // calling it once more): one node.
@@ -609,15 +607,22 @@ void set_top(ThreadState& ts, uint64_t prev, bool always = false) {
   publish(ts, f.ctx);
 }
 
-void enter_backward(ThreadState& ts, const at::RecordFunction& rf) {
-  const char* name = record_name(rf);
+// autograd's record of one node, "autograd::engine::evaluate_function: X" (``name``: X), opens the node's
+// frame: under L(B, F) where the node's sequence number names its forward operator F. The engine sets the
+// node it evaluates (get_current_node) before it opens this record, and the record spans all the node does:
+// its backward function and the gradient sums for the next nodes after it.
+void enter_backward(ThreadState& ts, const at::RecordFunction& rf, const char* name) {
   uint64_t cur = effective(ts);
+  int64_t seq = -1;
+  uint64_t forward_thread = 0;
+  if (auto node = torch::autograd::get_current_node()) {
+    seq = static_cast<int64_t>(node->sequence_nr());  // AccumulateGrad's UINT64_MAX reads -1: none
+    forward_thread = node->thread_id();
+  }
   // The backward pass's own context: where Python called the engine, else this thread's.
   bool called = false;
-  uint64_t forward_thread = rf.forwardThreadId();
   uint64_t base = backward_call_context(forward_thread, &called);
   if (!called) base = cur;
-  int64_t seq = rf.seqNr();
   uint64_t forward = seq >= 0 && forward_thread != 0 ? forward_context(forward_thread, seq) : 0;
   uint64_t parent = base;
   if (forward != 0) {
@@ -630,32 +635,22 @@ void enter_backward(ThreadState& ts, const at::RecordFunction& rf) {
   }
   size_t len = std::strlen(name);
   uint64_t ctx = lookup(ts, parent, name, len, uintptr_t(hash_bytes(name, len)), kBackwardEntry);
-  uint64_t prev = cur;
-  if (!ts.frames.empty()) {
-    Frame& top = ts.frames.back();
-    if (top.kind == kOpen) resolve_to(ts, ts.frames.size() - 1);
-    if (top.kind == kEngine) {
-      // The rest of evaluate_function (summing gradients for the next nodes) stays under this node.
-      top.ctx = ctx;
-      if (!g_providing.load(std::memory_order_relaxed)) {
-        top.changed = true;
-        prev = ctx;
-      }
-    }
-  }
+  if (!ts.frames.empty() && ts.frames.back().kind == kOpen) resolve_to(ts, ts.frames.size() - 1);
   Frame& f = push_frame(ts, &rf, -1);
   f.name = name;
   f.kind = kBackward;
   f.ctx = ctx;
-  set_top(ts, prev, true);
+  set_top(ts, cur, true);
 }
 
 std::unique_ptr<at::ObserverContext> on_enter(const at::RecordFunction& rf) {
   if (!g_on.load(std::memory_order_relaxed)) return nullptr;
   try {
     ThreadState& ts = state();
-    if (rf.scope() == at::RecordScope::BACKWARD_FUNCTION) {
-      enter_backward(ts, rf);
+    const char* name = rf.name();
+    if (name != nullptr && name[0] == 'a' && name[1] == 'u' &&
+        starts_with(name, kEnginePrefix, sizeof kEnginePrefix - 1)) {
+      enter_backward(ts, rf, name + sizeof kEnginePrefix - 1);
       return nullptr;
     }
     if (g_providing.load(std::memory_order_relaxed) && !g_shapes.load(std::memory_order_relaxed)) {
@@ -1224,7 +1219,7 @@ PyObject* py_module_ids(PyObject*, PyObject*) {
 at::CallbackHandle add_callbacks(at::RecordFunctionCallback::StartCallback start,
                                  at::RecordFunctionCallback::EndCallback end, bool inputs) {
   at::RecordFunctionCallback cb(start, end);
-  cb.needsInputs(inputs).scopes({at::RecordScope::FUNCTION, at::RecordScope::BACKWARD_FUNCTION});
+  cb.needsInputs(inputs).scopes({at::RecordScope::FUNCTION});
   return at::addGlobalCallback(cb);
 }
 
