@@ -243,6 +243,33 @@ def test_reset_starts_a_fresh_trie(rec):
     assert nodes == first == [(1, 0, NODE_CONTEXT, 5)] and records[0][1] == 1
 
 
+def test_contexts_that_alternate_keep_their_nodes_and_none_survives_a_reset(rec):
+    """Each thread remembers the trie node of the contexts it launched under (a native source changes
+    the context at most launches): every launch must still land on its own context's node, and after a
+    reset on a node of the fresh trie."""
+    rec.set_epoch(1)
+    contexts = [5, 9, 2**41 + 3, 5, 9, 2**41 + 3, 9]
+    for i, ctx in enumerate(contexts):
+        rec.set_context(ctx)
+        c = corr()
+        rec._test_launch(c)
+        rec._test_kernel(c, f"k{i}")
+    nodes, records, _, _, _ = rec._test_flush()
+    ids = {v: nid for nid, parent, kind, v in nodes if kind == NODE_CONTEXT}
+    assert len(ids) == 3
+    assert sorted((name, node) for _, node, name, *_ in records) == sorted(
+        (f"k{i}", ids[ctx]) for i, ctx in enumerate(contexts))
+    rec._test_reset()
+    for ctx, name in ((2**41 + 3, "after0"), (5, "after1")):  # remembered before the reset: interned anew
+        rec.set_context(ctx)
+        c = corr()
+        rec._test_launch(c)
+        rec._test_kernel(c, name)
+    nodes, records, _, _, _ = rec._test_flush()
+    assert sorted(nodes) == [(1, 0, NODE_CONTEXT, 2**41 + 3), (2, 0, NODE_CONTEXT, 5)]
+    assert sorted((name, node) for _, node, name, *_ in records) == [("after0", 1), ("after1", 2)]
+
+
 def test_many_records_aggregate_to_one_row(rec):
     rec.set_epoch(1)
     base = corr()
