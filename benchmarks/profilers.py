@@ -178,7 +178,7 @@ class FloorTritonHook(Floor):
 
 class FloorRecordFunction(Floor):
     """The floor plus RecordFunction callbacks that do nothing, registered as ``hook="torch"``
-    registers its own (global, operator and backward scopes, no inputs): torch then builds a
+    registers its own (global, operator scope, no inputs): torch then builds a
     record per operator call. What any native operator context costs at least, ours and
     Kineto's alike."""
 
