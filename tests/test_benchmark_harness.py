@@ -196,3 +196,40 @@ def test_lanes_pass_the_run_shape_on():
                               keep_profiles=False, pairs=5, pair_window_s=0.25)
     argv = lane_argv(args, ["mlp"], "/tmp/lane0", 100.0)
     assert argv[argv.index("--pairs") + 1] == "5" and argv[argv.index("--pair-window-s") + 1] == "0.25"
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/task"), reason="needs Linux /proc")
+def test_thread_split_finds_a_busy_thread_by_name():
+    """torch_thread_split.py's per-thread figures: a named thread that spins shows its on-CPU time
+    under its name, apart from the main thread's."""
+    import importlib.util
+    import threading
+    import time
+
+    spec = importlib.util.spec_from_file_location(
+        "torch_thread_split", os.path.join(BENCH, "framework_overhead", "torch_thread_split.py"))
+    split = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(split)
+    stop = threading.Event()
+
+    def spin():
+        import ctypes
+
+        ctypes.CDLL(None).prctl(15, b"busy-spinner", 0, 0, 0)  # PR_SET_NAME: Python before 3.14 names no OS thread
+        while not stop.is_set():
+            sum(range(1000))
+
+    busy = threading.Thread(target=spin, name="busy-spinner")
+    busy.start()
+    try:
+        time.sleep(0.05)
+        before = split.thread_times()
+        time.sleep(0.3)  # the main thread sleeps: its on-CPU time stays near nothing
+        after = split.thread_times()
+    finally:
+        stop.set()
+        busy.join()
+    figures = split.per_thread(before, after, steps=3)
+    name = "busy-spinner"
+    assert figures[name][0] > 30e6  # ns per step: the spinner ran for most of 0.3 s over 3 "steps"
+    assert figures["main"][0] < figures[name][0] / 3
