@@ -1043,14 +1043,17 @@ uint64_t own_module_frame(ThreadState& ts, PyObject* name) {
   return ctx;
 }
 
+// plugin_api.close_scope(id), in Python; an exception is left set.
+void python_close_scope(uint64_t id) {
+  PyObject* arg = PyLong_FromUnsignedLongLong(id);
+  PyObject* r = arg ? PyObject_CallOneArg(g_mod.close_scope, arg) : nullptr;
+  Py_XDECREF(arg);
+  Py_XDECREF(r);
+}
+
 void close_core_scope(ThreadState& ts, uint64_t id) {
   int done = fast_close(ts, id);
-  if (done == 0) {
-    PyObject* arg = PyLong_FromUnsignedLongLong(id);
-    PyObject* r = arg ? PyObject_CallOneArg(g_mod.close_scope, arg) : nullptr;
-    Py_XDECREF(arg);
-    Py_XDECREF(r);
-  }
+  if (done == 0) python_close_scope(id);
   if (done < 0 || PyErr_Occurred()) {
     PyErr_Clear();
     g_callback_errors.fetch_add(1, std::memory_order_relaxed);
@@ -1066,10 +1069,7 @@ void module_enter(ThreadState& ts, PyObject* module, int on) {
     modules.pop_back();
     Py_DECREF(stale.module);
     if (stale.kind == kCoreScope) {  // its scope is still open on the core's stack: closed if innermost
-      PyObject* arg = PyLong_FromUnsignedLongLong(stale.ctx);
-      PyObject* r = arg ? PyObject_CallOneArg(g_mod.close_scope, arg) : nullptr;
-      Py_XDECREF(arg);
-      Py_XDECREF(r);
+      python_close_scope(stale.ctx);
       if (PyErr_Occurred()) PyErr_Clear();
     }
   }
