@@ -33,9 +33,9 @@ inline uint64_t launch_context() {
   return provider != nullptr ? provider(tls_ctx) : tls_ctx;
 }
 
-// A context's trie node (python frames off), remembered per thread: a native scope source (the torch
-// plugin's operators) changes the context at most launches, and each change would otherwise take the
-// trie lock and a hash lookup.
+// A context's trie node (python frames off), remembered per thread for the last 64 contexts: launches
+// under a context seen before take no lock (a native scope source, the torch plugin's operators,
+// changes the context at most launches).
 struct ContextSlot {
   uint64_t ctx = 0;
   uint32_t node = 0;
@@ -45,9 +45,6 @@ constexpr unsigned kContextBits = 6;
 constexpr size_t kContextSlots = size_t(1) << kContextBits;
 
 struct ThreadState {
-  uint64_t cached_ctx = ~0ull;
-  uint32_t cached_node = 0;  // trie node of cached_ctx (python frames off)
-  uint32_t cached_gen = 0;   // trie generation the cache belongs to
   ContextSlot contexts[kContextSlots];
   uint32_t tid = 0;
   // Python frames on: the previous launch's stack, outermost first.
@@ -186,22 +183,13 @@ uint32_t Recorder::current_node() {
   uint32_t gen = generation_.load(std::memory_order_acquire);
   uint64_t ctx = launch_context();
   if (!python_frames_.load(std::memory_order_relaxed)) {
-    if (t.cached_gen == gen && t.cached_ctx == ctx) return t.cached_node;
     ContextSlot& slot = t.contexts[(ctx * 0x9E3779B97F4A7C15ull) >> (64 - kContextBits)];
-    uint32_t node;
-    if (slot.gen == gen && slot.ctx == ctx) {
-      node = slot.node;
-    } else {
-      std::lock_guard<std::mutex> g(trie_mu_);
-      node = intern_locked(0, kNodeContext, ctx);
-      slot.ctx = ctx;
-      slot.node = node;
-      slot.gen = gen;
-    }
-    t.cached_gen = gen;
-    t.cached_ctx = ctx;
-    t.cached_node = node;
-    return node;
+    if (slot.gen == gen && slot.ctx == ctx) return slot.node;
+    std::lock_guard<std::mutex> g(trie_mu_);
+    slot.node = intern_locked(0, kNodeContext, ctx);
+    slot.ctx = ctx;
+    slot.gen = gen;
+    return slot.node;
   }
   if (proton_raw_frames_supported()) return raw_frames_node(gen, ctx);
   return locked_frames_node(ctx);
