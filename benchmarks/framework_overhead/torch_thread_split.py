@@ -19,7 +19,6 @@ import argparse
 import collections
 import gc
 import os
-import random
 import statistics
 import sys
 import tempfile
@@ -56,11 +55,6 @@ def per_thread(before: dict, after: dict, steps: int) -> dict[str, tuple[float, 
     return {name: (run / steps, wait / steps) for name, (run, wait) in sums.items()}
 
 
-def interval(ratios: list[float]) -> tuple[float, float]:
-    meds = sorted(statistics.median(random.choices(ratios, k=len(ratios))) for _ in range(2000))
-    return meds[100], meds[1899]
-
-
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--workload", default="mlp")
@@ -74,6 +68,7 @@ def main(argv=None) -> int:
     os.environ["PROTON_BENCH_FLOOR_DIR"] = floor_build.build(tempfile.mkdtemp())
     import profilers
     import workloads
+    from report import median_ci
 
     names = args.profilers.split(",")
     wl = workloads.make(args.workload)
@@ -105,14 +100,13 @@ def main(argv=None) -> int:
             for thread, figures in per_thread(before, after, len(steps)).items():
                 threads_of[name][thread].append(figures)
         rounds += 1
-    random.seed(1)
     first = steps_of[names[0]]
     print(f"{args.workload}: {rounds} rounds of {args.window} s windows")
     for name in names:
         ratios = [a / b for a, b in zip(steps_of[name], first)]
-        lo, hi = interval(ratios)
+        ci = median_ci(ratios)
         print(f"{name:24s} step {statistics.median(steps_of[name]) * 1e6:8.1f} us   / {names[0]}: "
-              f"{statistics.median(ratios):.3f} [90% CI {lo:.3f}-{hi:.3f}]")
+              f"{statistics.median(ratios):.3f}" + (f" [90% CI {ci[0]:.3f}-{ci[1]:.3f}]" if ci else ""))
         for thread, rows in sorted(threads_of[name].items(), key=lambda kv: -statistics.median(r[0] for r in kv[1])):
             run = statistics.median(r[0] for r in rows)
             if run >= 500:  # ns per step: threads that do anything per step
