@@ -42,6 +42,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <initializer_list>
@@ -50,6 +51,7 @@
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
+#include <variant>
 #include <vector>
 
 #ifndef PROTON_TORCH_BUILT_FOR
@@ -80,6 +82,13 @@ struct NativeContextV2 : NativeContext {
 std::atomic<bool> g_on{false};
 std::atomic<bool> g_shapes{false};
 std::atomic<bool> g_tracing{false};
+std::atomic<bool> g_providing{false};  // see "callbacks" below
+// on && providing && !shapes && !tracing: an operator's entry is a push and its exit a pop (refresh_fast).
+std::atomic<bool> g_fast{false};
+
+void refresh_fast() {
+  g_fast.store(g_on.load() && g_providing.load() && !g_shapes.load() && !g_tracing.load());
+}
 at::CallbackHandle g_handle = at::INVALID_CALLBACK_HANDLE;  // touched with the GIL held only
 std::mutex g_enable_mu;
 
@@ -165,8 +174,13 @@ struct SeqRing {
   SeqSlot slots[kSeqSlots];
 };
 
-std::mutex g_rings_mu;  // the map, and every read of a ring that is not the reader's own
+// The map and the free list change under g_rings_mu, and each change bumps g_rings_version. Rings are never
+// freed: a thread that ends leaves its ring to the next thread that needs one (cleared first). So a reader may
+// keep a ring's address (RingCache) as long as the version it read it under still holds after its read.
+std::mutex g_rings_mu;
 std::unordered_map<uint64_t, SeqRing*> g_rings;  // RecordFunction thread id -> ring
+std::vector<SeqRing*> g_free_rings;
+std::atomic<uint64_t> g_rings_version{1};
 
 void ring_write(SeqRing* ring, int64_t seq, uint64_t ctx) {
   SeqSlot& s = ring->slots[size_t(seq) & (kSeqSlots - 1)];
@@ -188,27 +202,63 @@ uint64_t ring_read(const SeqRing* ring, int64_t seq) {
   return s.version.load(std::memory_order_relaxed) == v1 && found == seq ? ctx : 0;
 }
 
-uint64_t forward_context(uint64_t forward_thread, int64_t seq) {
+// A new ring for a thread (a freed one, cleared, else a new one), under g_rings_mu.
+SeqRing* take_ring() {
+  if (g_free_rings.empty()) return new SeqRing();
+  SeqRing* ring = g_free_rings.back();
+  g_free_rings.pop_back();
+  for (SeqSlot& s : ring->slots) {
+    s.seq.store(-1, std::memory_order_relaxed);
+    s.ctx.store(0, std::memory_order_relaxed);
+  }
+  return ring;
+}
+
+// A reader's last ring lookup: the forward thread, its ring (nullptr: none), the version it was read under.
+struct RingCache {
+  uint64_t thread = 0;
+  SeqRing* ring = nullptr;
+  uint64_t version = 0;
+};
+
+uint64_t forward_context(RingCache& cache, uint64_t forward_thread, int64_t seq) {
+  uint64_t version = g_rings_version.load(std::memory_order_acquire);
+  if (cache.version == version && cache.thread == forward_thread) {
+    uint64_t ctx = cache.ring != nullptr ? ring_read(cache.ring, seq) : 0;
+    std::atomic_thread_fence(std::memory_order_acquire);
+    if (g_rings_version.load(std::memory_order_relaxed) == version) return ctx;
+  }
   std::lock_guard<std::mutex> g(g_rings_mu);
   auto it = g_rings.find(forward_thread);
-  return it == g_rings.end() ? 0 : ring_read(it->second, seq);
+  cache = RingCache{forward_thread, it == g_rings.end() ? nullptr : it->second,
+                    g_rings_version.load(std::memory_order_relaxed)};
+  return cache.ring != nullptr ? ring_read(cache.ring, seq) : 0;
 }
 
 // ------------------------------------------- backward calls' contexts ----
 // The context each thread called the autograd engine in (Python publishes it around the call), read by
-// autograd's device threads, whose own context knows nothing of the caller's scopes.
+// autograd's device threads, whose own context knows nothing of the caller's scopes. Each change bumps
+// g_calls_version, under which a reader keeps its last answer (CallCache).
 std::mutex g_calls_mu;
 std::unordered_map<uint64_t, uint64_t> g_calls;  // RecordFunction thread id -> context + 1
-std::atomic<int> g_ncalls{0};
+std::atomic<uint64_t> g_calls_version{1};
 
-uint64_t backward_call_context(uint64_t forward_thread, bool* found) {
-  *found = false;
-  if (g_ncalls.load(std::memory_order_relaxed) == 0) return 0;
-  std::lock_guard<std::mutex> g(g_calls_mu);
-  auto it = g_calls.find(forward_thread);
-  if (it == g_calls.end()) return 0;
-  *found = true;
-  return it->second - 1;
+struct CallCache {
+  uint64_t thread = 0;
+  uint64_t value = 0;  // context + 1, 0: none
+  uint64_t version = 0;
+};
+
+uint64_t backward_call_context(CallCache& cache, uint64_t forward_thread, bool* found) {
+  uint64_t version = g_calls_version.load(std::memory_order_acquire);
+  if (cache.version != version || cache.thread != forward_thread) {
+    std::lock_guard<std::mutex> g(g_calls_mu);
+    auto it = g_calls.find(forward_thread);
+    cache = CallCache{forward_thread, it == g_calls.end() ? 0 : it->second,
+                      g_calls_version.load(std::memory_order_relaxed)};
+  }
+  *found = cache.value != 0;
+  return cache.value != 0 ? cache.value - 1 : 0;
 }
 
 // ------------------------------------------------------ trace events ----
@@ -239,6 +289,39 @@ struct Frame {
   int64_t seq;       // the record's sequence number (operators autograd sees), -1 for none
   Kind kind;
   bool changed;      // publishing: whether this frame set the thread's context
+};
+
+// A thread's open frames: the part of std::vector's interface used here, with a push the compiler inlines
+// (std::vector's goes through an out-of-line emplace on every record).
+class FrameStack {
+ public:
+  FrameStack() { grow(); }
+  ~FrameStack() { std::free(data_); }
+  FrameStack(const FrameStack&) = delete;
+  FrameStack& operator=(const FrameStack&) = delete;
+  bool empty() const { return size_ == 0; }
+  size_t size() const { return size_; }
+  bool full() const { return size_ == capacity_; }
+  Frame& operator[](size_t i) { return data_[i]; }
+  const Frame& operator[](size_t i) const { return data_[i]; }
+  Frame& back() { return data_[size_ - 1]; }
+  void pop_back() { --size_; }
+  void push_back(const Frame& f) {
+    if (__builtin_expect(size_ == capacity_, 0)) grow();
+    data_[size_++] = f;
+  }
+
+ private:
+  __attribute__((noinline)) void grow() {
+    size_t capacity = capacity_ == 0 ? 64 : capacity_ * 2;
+    auto* data = static_cast<Frame*>(std::realloc(data_, capacity * sizeof(Frame)));
+    if (data == nullptr) throw std::bad_alloc();
+    data_ = data;
+    capacity_ = capacity;
+  }
+  Frame* data_ = nullptr;
+  size_t size_ = 0;
+  size_t capacity_ = 0;
 };
 
 struct CacheSlot {
@@ -274,11 +357,13 @@ struct ThreadState;
 thread_local ThreadState* t_fast __attribute__((tls_model("initial-exec"))) = nullptr;  // see state()
 
 struct ThreadState {
-  std::vector<Frame> frames;
+  FrameStack frames;
   uint64_t base = 0;     // providing: the thread's context as last set when its outermost frame opened
   std::unique_ptr<CacheSlot[]> cache;
   std::unordered_map<std::pair<uint64_t, uint64_t>, uint64_t, PairHash> links;  // (B, F) -> link id (B known)
   SeqRing* ring = nullptr;
+  RingCache rings;       // backward: the forward thread's ring, as last looked up
+  CallCache calls;       // backward: the forward thread's engine call, as last looked up
   uint64_t rf_tid = 0;   // at::RecordFunction::currentThreadId()
   uint64_t os_tid = 0;
   uint64_t own_ctx = 0;  // the context when no backend offers a setter
@@ -288,14 +373,14 @@ struct ThreadState {
   PyObject* core_dict = nullptr;         // the core's threading.local dict of this thread
   std::unique_ptr<ScopeSlot[]> scopes;   // module scope ids
 
-  ThreadState() { frames.reserve(64); }
   ~ThreadState() {
     t_fast = nullptr;
     if (ring != nullptr) {
       std::lock_guard<std::mutex> g(g_rings_mu);
       auto it = g_rings.find(rf_tid);
       if (it != g_rings.end() && it->second == ring) g_rings.erase(it);
-      delete ring;
+      g_free_rings.push_back(ring);
+      g_rings_version.fetch_add(1, std::memory_order_release);
     }
   }
 };
@@ -472,7 +557,6 @@ void append_shapes(std::string& out, const at::RecordFunction& rf) {
 // * publishing (a backend of version 1): each frame is resolved at its entry and its context set,
 //   and the previous one set again at its exit.
 // Input shapes (record_shapes) resolve each frame at its entry either way: the inputs are there only.
-std::atomic<bool> g_providing{false};
 
 bool starts_with(const char* s, const char* prefix, size_t n) { return std::strncmp(s, prefix, n) == 0; }
 
@@ -621,9 +705,9 @@ void enter_backward(ThreadState& ts, const at::RecordFunction& rf, const char* n
   }
   // The backward pass's own context: where Python called the engine, else this thread's.
   bool called = false;
-  uint64_t base = backward_call_context(forward_thread, &called);
+  uint64_t base = backward_call_context(ts.calls, forward_thread, &called);
   if (!called) base = cur;
-  uint64_t forward = seq >= 0 && forward_thread != 0 ? forward_context(forward_thread, seq) : 0;
+  uint64_t forward = seq >= 0 && forward_thread != 0 ? forward_context(ts.rings, forward_thread, seq) : 0;
   uint64_t parent = base;
   if (forward != 0) {
     // Unknown: no engine call published a context for the forward thread and this thread has none of
@@ -643,15 +727,32 @@ void enter_backward(ThreadState& ts, const at::RecordFunction& rf, const char* n
   set_top(ts, cur, true);
 }
 
-std::unique_ptr<at::ObserverContext> on_enter(const at::RecordFunction& rf) {
+// Whether a record names an operator (its schema) rather than carrying a string of its own (autograd's engine
+// records, record_function scopes). RecordFunction::fn_ is private; an explicit instantiation may name it
+// (access is not checked there), and the build fails if torch changes its type. Reading it touches the record
+// alone: the operator's name lies in its schema, rarely in cache.
+template <typename Tag, typename Tag::type Member>
+struct Expose {
+  friend typename Tag::type member(Tag) { return Member; }
+};
+struct RecordFnTag {
+  using type = std::variant<std::string, at::RecordFunction::schema_ref_t> at::RecordFunction::*;
+  friend type member(RecordFnTag);
+};
+template struct Expose<RecordFnTag, &at::RecordFunction::fn_>;
+
+inline bool names_operator(const at::RecordFunction& rf) { return (rf.*member(RecordFnTag{})).index() == 1; }
+
+__attribute__((noinline)) std::unique_ptr<at::ObserverContext> enter_slow(const at::RecordFunction& rf) {
   if (!g_on.load(std::memory_order_relaxed)) return nullptr;
   try {
     ThreadState& ts = state();
-    const char* name = rf.name();
-    if (name != nullptr && name[0] == 'a' && name[1] == 'u' &&
-        starts_with(name, kEnginePrefix, sizeof kEnginePrefix - 1)) {
-      enter_backward(ts, rf, name + sizeof kEnginePrefix - 1);
-      return nullptr;
+    if (!names_operator(rf)) {
+      const char* name = rf.name();
+      if (name != nullptr && starts_with(name, kEnginePrefix, sizeof kEnginePrefix - 1)) {
+        enter_backward(ts, rf, name + sizeof kEnginePrefix - 1);
+        return nullptr;
+      }
     }
     if (g_providing.load(std::memory_order_relaxed) && !g_shapes.load(std::memory_order_relaxed)) {
       push_frame(ts, &rf, rf.seqNr());
@@ -667,6 +768,21 @@ std::unique_ptr<at::ObserverContext> on_enter(const at::RecordFunction& rf) {
   return nullptr;
 }
 
+// An operator's entry, providing (g_fast): a frame pushed, nothing looked at. Everything else (a thread's first
+// record, a record that is not an operator's, a full stack) takes enter_slow.
+std::unique_ptr<at::ObserverContext> on_enter(const at::RecordFunction& rf) {
+  ThreadState* ts = t_fast;
+  if (__builtin_expect(ts != nullptr && g_fast.load(std::memory_order_relaxed) && names_operator(rf), 1)) {
+    auto& frames = ts->frames;
+    if (__builtin_expect(!frames.full(), 1)) {
+      if (frames.empty()) ts->base = last_set(*ts);
+      frames.push_back(Frame{&rf, nullptr, 0, 0, 0, rf.seqNr(), kOpen, false});
+      return nullptr;
+    }
+  }
+  return enter_slow(rf);
+}
+
 // An operator autograd saw (its sequence number) is closing: if a node took that number while it ran
 // (the thread's next number moved past it) and no operator inside it was first, the node's backward
 // function goes under this frame's context (the operator's own, or the enclosing one's for a view).
@@ -674,9 +790,10 @@ void remember_sequence(ThreadState& ts, size_t i) {
   int64_t seq = ts.frames[i].seq;
   if (int64_t(at::sequence_number::peek()) <= seq) return;
   if (ts.ring == nullptr) {
-    auto* ring = new SeqRing();
     std::lock_guard<std::mutex> g(g_rings_mu);
+    SeqRing* ring = take_ring();
     g_rings[rf_thread(ts)] = ring;
+    g_rings_version.fetch_add(1, std::memory_order_release);
     ts.ring = ring;
   }
   if (ts.ring->slots[size_t(seq) & (kSeqSlots - 1)].seq.load(std::memory_order_relaxed) == seq) return;
@@ -709,7 +826,7 @@ void pop_top(ThreadState& ts, bool ended) {
   if (changed) publish(ts, prev);
 }
 
-void on_exit(const at::RecordFunction& rf, at::ObserverContext*) {
+__attribute__((noinline)) void exit_slow(const at::RecordFunction& rf) {
   ThreadState& ts = state();
   auto& frames = ts.frames;
   size_t i = frames.size();
@@ -728,6 +845,21 @@ void on_exit(const at::RecordFunction& rf, at::ObserverContext*) {
   } catch (...) {
     g_callback_errors.fetch_add(1, std::memory_order_relaxed);
   }
+}
+
+// A record's exit: where its frame is the innermost, set no context, kept no entry time and took no sequence
+// number a node was given (remember_sequence), a pop; else exit_slow.
+void on_exit(const at::RecordFunction& rf, at::ObserverContext*) {
+  ThreadState* ts = t_fast;
+  if (__builtin_expect(ts != nullptr && !ts->frames.empty(), 1)) {
+    const Frame& f = ts->frames.back();
+    if (__builtin_expect(f.rf == &rf && f.start == 0 && !f.changed, 1) &&
+        (f.seq < 0 || int64_t(at::sequence_number::peek()) <= f.seq)) {
+      ts->frames.pop_back();
+      return;
+    }
+  }
+  exit_slow(rf);
 }
 
 // ------------------------------------------------------------ nn.Module calls ----
@@ -1232,6 +1364,7 @@ bool set_callbacks(bool on, bool shapes) {
   g_shapes.store(shapes);
   if (on && g_handle == at::INVALID_CALLBACK_HANDLE) g_handle = add_callbacks(&on_enter, &on_exit, shapes);
   g_on.store(on);
+  refresh_fast();
   return true;
 }
 
@@ -1287,6 +1420,7 @@ PyObject* py_forget_after_fork(PyObject*, PyObject*) {
   // A forked child has no session: stop setting contexts without touching torch's own (copied) locks.
   g_on.store(false);
   g_providing.store(false);
+  refresh_fast();
   g_nchannels.store(0);
   Py_RETURN_NONE;
 }
@@ -1322,6 +1456,7 @@ PyObject* py_set_channels(PyObject*, PyObject* args, PyObject* kwargs) {
   for (int i = 0; i < g_nprovider_setters; ++i)
     if (g_provider_setters[i] != nullptr) g_provider_setters[i](nullptr);
   g_providing.store(false);
+  refresh_fast();
   g_nchannels.store(0, std::memory_order_release);
   for (int i = 0; i < k; ++i) g_channels[i] = found[i];
   g_nchannels.store(k, std::memory_order_release);
@@ -1332,6 +1467,7 @@ PyObject* py_set_channels(PyObject*, PyObject* args, PyObject* kwargs) {
     setters[i](&provide);
   }
   g_providing.store(providing);
+  refresh_fast();
   return PyLong_FromLong(k);
 }
 
@@ -1339,6 +1475,7 @@ PyObject* py_set_tracing(PyObject*, PyObject* arg) {
   int on = PyObject_IsTrue(arg);
   if (on < 0) return nullptr;
   g_tracing.store(on != 0);
+  refresh_fast();
   Py_RETURN_NONE;
 }
 
@@ -1377,8 +1514,8 @@ PyObject* py_backward_enter(PyObject*, PyObject*) {
       it->second = value;
     } else {
       g_calls.emplace(tid, value);
-      g_ncalls.fetch_add(1);
     }
+    g_calls_version.fetch_add(1, std::memory_order_release);
   }
   return PyLong_FromUnsignedLongLong(prev);
 }
@@ -1395,8 +1532,8 @@ PyObject* py_backward_exit(PyObject*, PyObject* arg) {
     it->second = prev;
   } else {
     g_calls.erase(it);
-    g_ncalls.fetch_sub(1);
   }
+  g_calls_version.fetch_add(1, std::memory_order_release);
   Py_RETURN_NONE;
 }
 

@@ -236,6 +236,28 @@ def test_per_thread_operators_under_that_threads_scopes(tmp_path, native_fake):
         assert count(root, f"t{i}", "aten::mm", "cpu_mm") == 20
 
 
+def test_a_thread_after_one_that_ended_links_its_own_forward_operators(tmp_path, native_fake):
+    """Sequence numbers start again on each thread, and a ring of forward operators outlives its thread (a
+    later thread takes it over): what the first thread left must not stand for the second one's operators."""
+    proton.start(str(tmp_path / "m"), backend="fake", hook="torch")
+
+    def work(i, forward):
+        with KernelEmulator(native_fake):
+            with proton.scope(f"t{i}"):
+                a = torch.ones(3, 3, requires_grad=True)
+                forward(a).sum().backward()
+
+    for i, forward in enumerate([lambda a: a.mm(a), lambda a: a.mul(a)]):
+        thread = threading.Thread(target=work, args=(i, forward))
+        thread.start()
+        thread.join()
+    proton.finalize()
+    root = load_profile(str(tmp_path / "m.hatchet"))[0]
+    assert count(root, "t0", "aten::mm", "MmBackward0", "aten::mm", "cpu_mm") == 2
+    assert count(root, "t1", "aten::mul", "MulBackward0", "aten::mul", "cpu_mul") == 2
+    assert not find_all(child(root, "t1"), lambda n: n == "aten::mm")
+
+
 def test_shapes_option_puts_input_shapes_into_operator_names(tmp_path, native_fake, monkeypatch):
     monkeypatch.setenv("PROTON_TORCH_SHAPES", "1")
     root = train(tmp_path, native_fake)
