@@ -37,7 +37,7 @@ def extension():
         return None, {}
     ext = CppExtension(
         "proton_torch._C",
-        ["csrc/ops.cc"],
+        ["csrc/ops.cc", "csrc/unobserved.cc"],
         define_macros=[("PROTON_TORCH_BUILT_FOR", f'"{torch.__version__}"')],
         extra_compile_args=["-O2", "-Wall", "-Wextra", "-Wno-unused-parameter", "-Wno-missing-field-initializers",
                             "-fvisibility=hidden"],

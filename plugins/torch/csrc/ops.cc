@@ -54,9 +54,16 @@
 #include <variant>
 #include <vector>
 
+#include "torch_internals.h"
+#include "unobserved.h"
+
 #ifndef PROTON_TORCH_BUILT_FOR
 #define PROTON_TORCH_BUILT_FOR "unknown"
 #endif
+
+using proton_torch::metadata_only;
+using proton_torch_internals::names_operator;
+using proton_torch_internals::observer_count;
 
 namespace {
 
@@ -91,6 +98,21 @@ void refresh_fast() {
 }
 at::CallbackHandle g_handle = at::INVALID_CALLBACK_HANDLE;  // touched with the GIL held only
 std::mutex g_enable_mu;
+
+// Metadata-only operators left unobserved (unobserved.cc): while on, not tracing, and ours is the only
+// observer; a record that runs another observer too (torch.profiler, say) has every operator observed
+// again until the next enable. PROTON_TORCH_OBSERVE_ALL=1 keeps them all observed.
+std::atomic<bool> g_unobserved{false};
+bool g_other_observer = false;  // under g_enable_mu
+bool g_observe_all = false;     // under g_enable_mu: the environment's, read at each enable
+// Bumped at each enable: a thread's sequence numbers from before it are no business of the sweeps.
+std::atomic<uint64_t> g_sweep_epoch{1};
+
+// Hide or show the metadata-only operators as the state now asks (g_enable_mu held).
+void apply_unobserved() {
+  bool hide = g_on.load() && !g_tracing.load() && !g_other_observer && !g_observe_all;
+  g_unobserved.store(proton_torch::set_unobserved(hide));
+}
 
 NativeContext g_channels[kMaxChannels];
 std::atomic<int> g_nchannels{0};
@@ -362,6 +384,8 @@ struct ThreadState {
   std::unique_ptr<CacheSlot[]> cache;
   std::unordered_map<std::pair<uint64_t, uint64_t>, uint64_t, PairHash> links;  // (B, F) -> link id (B known)
   SeqRing* ring = nullptr;
+  int64_t swept = 0;            // sequence numbers below this one are accounted for (sweep)
+  uint64_t sweep_epoch = 0;     // the g_sweep_epoch ``swept`` belongs to
   RingCache rings;       // backward: the forward thread's ring, as last looked up
   CallCache calls;       // backward: the forward thread's engine call, as last looked up
   uint64_t rf_tid = 0;   // at::RecordFunction::currentThreadId()
@@ -579,32 +603,6 @@ bool transparent(const char* name) {
   }
 }
 
-// Operators that only make a view or read metadata: no kernel of their own (resolve_conj/resolve_neg
-// materialize a conjugated or negated tensor through a clone, which is recorded in its own right), so
-// outside a trace their nodes never show. Half of a training step's records are these; they are passed
-// over (no frame, no context switch), which leaves the cost torch pays to build them.
-bool metadata_only(const char* name) {
-  if (name[0] == 'd') return streq(name, "detach");  // autograd's own record of detach
-  if (!(name[0] == 'a' && name[1] == 't' && name[2] == 'e' && name[3] == 'n' && name[4] == ':' && name[5] == ':'))
-    return false;
-  const char* n = name + 6;
-  switch (n[0]) {
-    case 't': return streq(n, "t") || streq(n, "transpose");
-    case 'a': return streq(n, "as_strided") || streq(n, "alias");
-    case 'v': return streq(n, "view") || streq(n, "view_as");
-    case 'e': return streq(n, "expand") || streq(n, "expand_as");
-    case 'd': return streq(n, "detach");
-    case 'p': return streq(n, "permute");
-    case 'u': return streq(n, "unsqueeze") || streq(n, "unbind");
-    case 's': return streq(n, "squeeze") || streq(n, "slice") || streq(n, "select") || streq(n, "split") ||
-                     streq(n, "split_with_sizes");
-    case 'r': return streq(n, "resolve_conj") || streq(n, "resolve_neg");
-    case 'n': return streq(n, "narrow");
-    case '_': return streq(n, "_reshape_alias") || streq(n, "_unsafe_view");
-    default: return false;
-  }
-}
-
 const char* record_name(const at::RecordFunction& rf) {
   const char* name = rf.name();
   return name == nullptr || name[0] == '\0' ? "<unnamed>" : name;
@@ -673,11 +671,57 @@ uint64_t provide(uint64_t set) {
   }
 }
 
+// The calling thread's ring, where its operators leave their contexts by sequence number.
+SeqRing* own_ring(ThreadState& ts) {
+  if (ts.ring == nullptr) {
+    std::lock_guard<std::mutex> g(g_rings_mu);
+    SeqRing* ring = take_ring();
+    g_rings[rf_thread(ts)] = ring;
+    g_rings_version.fetch_add(1, std::memory_order_release);
+    ts.ring = ring;
+  }
+  return ts.ring;
+}
+
+// Sequence numbers in [from, to) that no frame wrote yet go under ``context()`` (asked once, if needed). At
+// most a ring's worth: older ones would be overwritten anyway.
+template <typename Context>
+void remember_range(ThreadState& ts, int64_t from, int64_t to, Context&& context) {
+  SeqRing* ring = own_ring(ts);
+  if (to - from > int64_t(kSeqSlots)) from = to - int64_t(kSeqSlots);
+  for (int64_t seq = from; seq < to; ++seq) {
+    if (ring->slots[size_t(seq) & (kSeqSlots - 1)].seq.load(std::memory_order_relaxed) == seq) continue;
+    ring_write(ring, seq, context());
+  }
+}
+
+// Sequence numbers taken since the last sweep while no frame of ours was open: nodes that operators left
+// unobserved created, where the thread's context was ``ctx``. Swept at the next outermost operator, module
+// call or backward call, with the context in force then; a Python scope that opened and closed in between
+// is not seen, and the node goes under the context around it.
+void sweep(ThreadState& ts, uint64_t ctx) {
+  int64_t now = int64_t(at::sequence_number::peek());
+  uint64_t epoch = g_sweep_epoch.load(std::memory_order_relaxed);
+  if (__builtin_expect(ts.sweep_epoch != epoch, 0)) {  // the thread's first sweep since the session began
+    ts.sweep_epoch = epoch;
+    ts.swept = now;
+    return;
+  }
+  if (now > ts.swept) remember_range(ts, ts.swept, now, [ctx] { return ctx; });
+  ts.swept = now;
+}
+
+// The outermost frame is opening: the context it opens in, and a sweep.
+__attribute__((noinline)) void open_outermost(ThreadState& ts) {
+  ts.base = last_set(ts);
+  sweep(ts, ts.base);
+}
+
 // A frame for ``rf`` (or a module, rf == nullptr) on top of the thread's stack, not resolved, entered at
 // ``start`` (0: not traced). Inlined: it is the whole of an operator's entry on the fast path (on_enter).
 __attribute__((always_inline)) inline Frame& push_open(ThreadState& ts, const at::RecordFunction* rf, int64_t seq,
                                                        uint64_t start) {
-  if (ts.frames.empty()) ts.base = last_set(ts);
+  if (ts.frames.empty()) open_outermost(ts);
   ts.frames.push_back(Frame{rf, nullptr, 0, 0, start, seq, kOpen, false});
   return ts.frames.back();
 }
@@ -733,21 +777,14 @@ void enter_backward(ThreadState& ts, const at::RecordFunction& rf, const char* n
   set_top(ts, cur, true);
 }
 
-// Whether a record names an operator (its schema) rather than carrying a string of its own (autograd's engine
-// records, record_function scopes). RecordFunction::fn_ is private; an explicit instantiation may name it
-// (access is not checked there), and the build fails if torch changes its type. Reading it touches the record
-// alone: the operator's name lies in its schema, rarely in cache.
-template <typename Tag, typename Tag::type Member>
-struct Expose {
-  friend typename Tag::type member(Tag) { return Member; }
-};
-struct RecordFnTag {
-  using type = std::variant<std::string, at::RecordFunction::schema_ref_t> at::RecordFunction::*;
-  friend type member(RecordFnTag);
-};
-template struct Expose<RecordFnTag, &at::RecordFunction::fn_>;
-
-inline bool names_operator(const at::RecordFunction& rf) { return (rf.*member(RecordFnTag{})).index() == 1; }
+// A record runs another observer besides ours: it may want every operator, so all are observed again (until
+// the next enable). The operators' records it missed meanwhile are those between its start and this record.
+__attribute__((noinline)) void another_observer() {
+  if (!g_unobserved.load(std::memory_order_relaxed)) return;
+  std::lock_guard<std::mutex> g(g_enable_mu);
+  g_other_observer = true;
+  apply_unobserved();
+}
 
 __attribute__((noinline)) std::unique_ptr<at::ObserverContext> enter_slow(const at::RecordFunction& rf) {
   if (!g_on.load(std::memory_order_relaxed)) return nullptr;
@@ -777,6 +814,7 @@ __attribute__((noinline)) std::unique_ptr<at::ObserverContext> enter_slow(const 
 // An operator's entry, providing (g_fast): a frame pushed, nothing looked at. Everything else (a thread's first
 // record, a record that is not an operator's, a full stack) takes enter_slow.
 std::unique_ptr<at::ObserverContext> on_enter(const at::RecordFunction& rf) {
+  if (__builtin_expect(observer_count(rf) != 1, 0)) another_observer();
   ThreadState* ts = t_fast;
   if (__builtin_expect(ts != nullptr && g_fast.load(std::memory_order_relaxed) && names_operator(rf), 1)) {
     if (__builtin_expect(!ts->frames.full(), 1)) {
@@ -787,21 +825,16 @@ std::unique_ptr<at::ObserverContext> on_enter(const at::RecordFunction& rf) {
   return enter_slow(rf);
 }
 
-// An operator autograd saw (its sequence number) is closing: if a node took that number while it ran
-// (the thread's next number moved past it) and no operator inside it was first, the node's backward
-// function goes under this frame's context (the operator's own, or the enclosing one's for a view).
+// A frame autograd saw (its sequence number: an operator, or a module called inside one) is closing: the
+// numbers nodes took while it ran (from its own up to the thread's next) that no frame inside it wrote go
+// under its context: the operator's own, or the enclosing one's for a view. Those are the node of the
+// operator itself and those of unobserved operators inside it.
 void remember_sequence(ThreadState& ts, size_t i) {
   int64_t seq = ts.frames[i].seq;
-  if (int64_t(at::sequence_number::peek()) <= seq) return;
-  if (ts.ring == nullptr) {
-    std::lock_guard<std::mutex> g(g_rings_mu);
-    SeqRing* ring = take_ring();
-    g_rings[rf_thread(ts)] = ring;
-    g_rings_version.fetch_add(1, std::memory_order_release);
-    ts.ring = ring;
-  }
-  if (ts.ring->slots[size_t(seq) & (kSeqSlots - 1)].seq.load(std::memory_order_relaxed) == seq) return;
-  ring_write(ts.ring, seq, resolve_to(ts, i));
+  int64_t next = int64_t(at::sequence_number::peek());
+  if (next <= seq) return;
+  uint64_t ctx = 0;
+  remember_range(ts, seq, next, [&] { return ctx != 0 ? ctx : (ctx = resolve_to(ts, i)); });
 }
 
 void record_event(ThreadState& ts, const Frame& f) {
@@ -1172,7 +1205,7 @@ uint64_t own_module_frame(ThreadState& ts, PyObject* name) {
   if (text == nullptr) return 0;
   uint64_t cur = effective(ts);
   uint64_t ctx = lookup(ts, cur, text, size_t(len), uintptr_t(hash_bytes(text, size_t(len))), kModuleEntry);
-  Frame& f = push_frame(ts, nullptr, -1);
+  Frame& f = push_frame(ts, nullptr, int64_t(at::sequence_number::peek()));  // its nodes: remember_sequence
   f.kind = kModule;
   f.ctx = ctx;
   set_top(ts, cur);
@@ -1216,6 +1249,7 @@ void module_enter(ThreadState& ts, PyObject* module, int on) {
     id = own_module_frame(ts, name);
     kind = id != 0 ? kOwnFrame : kNoScope;
   } else if (name != nullptr) {
+    if (ts.frames.empty()) sweep(ts, last_set(ts));
     PyObject* ctx = fast_open(ts, name);
     if (ctx == nullptr && !PyErr_Occurred()) ctx = PyObject_CallOneArg(g_mod.open_scope, name);
     if (ctx != nullptr) {
@@ -1253,6 +1287,7 @@ void module_exit(ThreadState& ts, PyObject* module) {
       pop_top(ts, true);
     }
   } else if (f.kind == kCoreScope) {
+    if (ts.frames.empty()) sweep(ts, last_set(ts));
     close_core_scope(ts, f.ctx);
   }
 }
@@ -1366,9 +1401,20 @@ bool set_callbacks(bool on, bool shapes) {
     g_handle = at::INVALID_CALLBACK_HANDLE;
   }
   g_shapes.store(shapes);
+  bool starting = on && !g_on.load();
   if (on && g_handle == at::INVALID_CALLBACK_HANDLE) g_handle = add_callbacks(&on_enter, &on_exit, shapes);
+  if (starting) {
+    g_other_observer = false;
+    const char* all = std::getenv("PROTON_TORCH_OBSERVE_ALL");
+    g_observe_all = all != nullptr && std::strcmp(all, "1") == 0;
+    g_sweep_epoch.fetch_add(1);
+    ThreadState& ts = state();  // the starting thread sweeps from here on
+    ts.sweep_epoch = g_sweep_epoch.load();
+    ts.swept = int64_t(at::sequence_number::peek());
+  }
   g_on.store(on);
   refresh_fast();
+  apply_unobserved();
   return true;
 }
 
@@ -1426,7 +1472,30 @@ PyObject* py_forget_after_fork(PyObject*, PyObject*) {
   g_providing.store(false);
   refresh_fast();
   g_nchannels.store(0);
+  proton_torch::observe_all_after_fork();
+  g_unobserved.store(false);
   Py_RETURN_NONE;
+}
+
+PyObject* py_unobserved(PyObject*, PyObject*) {
+  std::vector<std::string> names;
+  try {
+    names = proton_torch::unobserved_now();
+  } catch (const std::exception& e) {
+    PyErr_SetString(PyExc_RuntimeError, e.what());
+    return nullptr;
+  }
+  PyObject* out = PyList_New(0);
+  for (const std::string& name : names) {
+    PyObject* item = out ? PyUnicode_FromStringAndSize(name.data(), Py_ssize_t(name.size())) : nullptr;
+    if (item == nullptr || PyList_Append(out, item) < 0) {
+      Py_XDECREF(item);
+      Py_XDECREF(out);
+      return nullptr;
+    }
+    Py_DECREF(item);
+  }
+  return out;
 }
 
 PyObject* py_set_channels(PyObject*, PyObject* args, PyObject* kwargs) {
@@ -1478,8 +1547,10 @@ PyObject* py_set_channels(PyObject*, PyObject* args, PyObject* kwargs) {
 PyObject* py_set_tracing(PyObject*, PyObject* arg) {
   int on = PyObject_IsTrue(arg);
   if (on < 0) return nullptr;
+  std::lock_guard<std::mutex> g(g_enable_mu);
   g_tracing.store(on != 0);
   refresh_fast();
+  apply_unobserved();
   Py_RETURN_NONE;
 }
 
@@ -1508,6 +1579,7 @@ PyObject* py_intern(PyObject*, PyObject* args) {
 PyObject* py_backward_enter(PyObject*, PyObject*) {
   ThreadState& ts = state();
   uint64_t tid = rf_thread(ts);
+  if (ts.frames.empty()) sweep(ts, last_set(ts));  // the nodes backward is about to run, first
   uint64_t value = effective(ts) + 1;
   uint64_t prev = 0;
   {
@@ -1570,8 +1642,9 @@ PyObject* py_stats(PyObject*, PyObject*) {
     std::lock_guard<std::mutex> g(g_intern_mu);
     entries = g_entries.size();
   }
-  return Py_BuildValue("{s:O,s:O,s:O,s:i,s:n,s:K,s:K,s:K,s:K,s:K,s:n}", "enabled", g_on.load() ? Py_True : Py_False,
-                       "providing", g_providing.load() ? Py_True : Py_False,
+  return Py_BuildValue("{s:O,s:O,s:O,s:O,s:i,s:n,s:K,s:K,s:K,s:K,s:K,s:n}", "enabled",
+                       g_on.load() ? Py_True : Py_False, "providing", g_providing.load() ? Py_True : Py_False,
+                       "unobserved", g_unobserved.load() ? Py_True : Py_False,
                        "shapes", g_shapes.load() ? Py_True : Py_False, "channels", g_nchannels.load(), "entries",
                        Py_ssize_t(entries), "linked", (unsigned long long)g_linked.load(), "unlinked",
                        (unsigned long long)g_unlinked.load(), "misnested", (unsigned long long)g_misnested.load(),
@@ -1594,6 +1667,8 @@ PyMethodDef kMethods[] = {
      "enable(shapes=False): register the RecordFunction callbacks (again, if shapes changed)"},
     {"disable", py_disable, METH_NOARGS, "disable(): remove the callbacks (records already open still close)"},
     {"forget_after_fork", py_forget_after_fork, METH_NOARGS, "in a forked child: set no context any more"},
+    {"unobserved", py_unobserved, METH_NOARGS,
+     "unobserved(): the metadata-only operators (name.overload) torch builds no record for now"},
     {"set_channels", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(py_set_channels)),
      METH_VARARGS | METH_KEYWORDS,
      "set_channels([capsule, ...], provide=True): the running backends' native context setters; returns how "

@@ -407,6 +407,93 @@ def test_view_operators_are_passed_over_and_their_backward_work_goes_to_the_oper
     assert stats["misnested"] == 0 and stats["callback_errors"] == 0, stats
 
 
+def unobserved_names():
+    return {name.split(".")[0] for name in C.unobserved()}
+
+
+def test_metadata_only_operators_get_no_records_while_a_tree_session_runs(tmp_path, native_fake, monkeypatch):
+    """torch builds no record for view and metadata operators while a tree session needs none: their
+    observed flags are cleared at start and set again at the end, and not cleared for a trace or where
+    PROTON_TORCH_OBSERVE_ALL=1 asks."""
+    assert C.unobserved() == []
+    proton.start(str(tmp_path / "u"), backend="fake", hook="torch")
+    assert {"aten::t", "aten::transpose", "aten::as_strided", "aten::expand", "aten::view",
+            "aten::resolve_conj"} <= unobserved_names()
+    assert "aten::mm" not in unobserved_names() and C.stats()["unobserved"]
+    proton.finalize()
+    assert C.unobserved() == [] and not C.stats()["unobserved"]
+
+    proton.start(str(tmp_path / "t"), backend="fake", hook="torch", data="trace")
+    assert C.unobserved() == []
+    proton.finalize()
+
+    monkeypatch.setenv("PROTON_TORCH_OBSERVE_ALL", "1")
+    proton.start(str(tmp_path / "a"), backend="fake", hook="torch")
+    assert C.unobserved() == []
+    proton.finalize()
+
+
+def test_another_observer_has_every_operator_observed_again(tmp_path, native_fake):
+    """torch.profiler started inside a session: its first operator record shows it is there, and from
+    then on it gets the view operators' records as it would without us."""
+    from torch.profiler import ProfilerActivity, profile
+
+    x = torch.ones(4, 4)
+    proton.start(str(tmp_path / "o"), backend="fake", hook="torch")
+    torch.mm(x, x).t()
+    assert C.unobserved() != []
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        y = torch.mm(x, x)
+        y.t()
+    assert C.unobserved() == [] and not C.stats()["unobserved"]
+    proton.finalize()
+    assert "aten::t" in {e.name for e in prof.events()}
+    # the next session hides them again
+    proton.start(str(tmp_path / "o2"), backend="fake", hook="torch")
+    assert "aten::t" in unobserved_names()
+    proton.finalize()
+
+
+def test_nodes_of_unobserved_operators_go_to_the_context_they_ran_in(tmp_path, native_fake):
+    """An unobserved view's node (ExpandBackward0 sums the gradient: a kernel) is linked to where the
+    view ran: the operator around it (broadcast_tensors, two of them), or, called directly from Python, the module
+    it ran in, even when nothing else ran in that module after it."""
+
+    class Widen(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.ones(1, 8))
+
+        def forward(self, x):
+            return self.w.expand(5, 8)  # nothing runs after it in this module
+
+    class Wrapped(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.ones(1, 8))
+            self.v = torch.nn.Parameter(torch.ones(5, 1))
+
+        def forward(self, x):
+            w, v, _ = torch.broadcast_tensors(self.w, self.v, x)  # two expands with a node each
+            return w + v
+
+    widen, wrapped = Widen(), Wrapped()
+    C.reset_stats()
+    with KernelEmulator(native_fake):
+        proton.start(str(tmp_path / "n"), backend="fake", hook="torch")
+        assert "aten::expand" in unobserved_names()
+        with proton.scope("step"):
+            x = torch.randn(5, 8)
+            ((widen(x) * x).sum() + (wrapped(x) * x).sum()).backward()
+        proton.finalize()
+    root = load_profile(str(tmp_path / "n.hatchet"))[0]
+    assert count(root, "step", "Widen", "ExpandBackward0", "aten::sum", "cpu_sum") == 1
+    assert count(root, "step", "Wrapped", "aten::broadcast_tensors", "ExpandBackward0", "aten::sum",
+                 "cpu_sum") == 2
+    stats = C.stats()
+    assert stats["misnested"] == 0 and stats["callback_errors"] == 0, stats
+
+
 def test_modules_run_inside_a_backward_function_nest_under_it(tmp_path, native_fake):
     """Activation checkpointing recomputes forward inside backward: those module calls open natively."""
     import torch.utils.checkpoint as checkpoint
