@@ -61,7 +61,7 @@
 #define PROTON_TORCH_BUILT_FOR "unknown"
 #endif
 
-using proton_torch::metadata_only;
+using proton_torch::launches_nothing;
 using proton_torch_internals::names_operator;
 using proton_torch_internals::observer_count;
 
@@ -99,7 +99,7 @@ void refresh_fast() {
 at::CallbackHandle g_handle = at::INVALID_CALLBACK_HANDLE;  // touched with the GIL held only
 std::mutex g_enable_mu;
 
-// Metadata-only operators left unobserved (unobserved.cc): while on, not tracing, and ours is the only
+// Operators that launch nothing, left unobserved (unobserved.cc): while on, not tracing, and ours is the only
 // observer; a record that runs another observer too (torch.profiler, say) has every operator observed
 // again until the next enable. PROTON_TORCH_OBSERVE_ALL=1 keeps them all observed.
 std::atomic<bool> g_unobserved{false};
@@ -108,7 +108,7 @@ bool g_observe_all = false;     // under g_enable_mu: the environment's, read at
 // Bumped at each enable: a thread's sequence numbers from before it are no business of the sweeps.
 std::atomic<uint64_t> g_sweep_epoch{1};
 
-// Hide or show the metadata-only operators as the state now asks (g_enable_mu held).
+// Hide or show the operators that launch nothing as the state now asks (g_enable_mu held).
 void apply_unobserved() {
   bool hide = g_on.load() && !g_tracing.load() && !g_other_observer && !g_observe_all;
   g_unobserved.store(proton_torch::set_unobserved(hide));
@@ -617,7 +617,7 @@ void classify(ThreadState& ts, size_t i, uint64_t parent, const at::RecordFuncti
   f.name = name;
   f.ctx = parent;
   f.kind = kPass;
-  if ((!g_tracing.load(std::memory_order_relaxed) && metadata_only(name)) || transparent(name)) return;
+  if ((!g_tracing.load(std::memory_order_relaxed) && launches_nothing(name)) || transparent(name)) return;
   // The same operator again, directly inside itself (a Python dispatch mode or a tensor subclass
   // calling it once more): one node.
   for (size_t j = i; j > 0; --j) {
@@ -1668,7 +1668,7 @@ PyMethodDef kMethods[] = {
     {"disable", py_disable, METH_NOARGS, "disable(): remove the callbacks (records already open still close)"},
     {"forget_after_fork", py_forget_after_fork, METH_NOARGS, "in a forked child: set no context any more"},
     {"unobserved", py_unobserved, METH_NOARGS,
-     "unobserved(): the metadata-only operators (name.overload) torch builds no record for now"},
+     "unobserved(): the operators that launch nothing (name.overload) torch builds no record for now"},
     {"set_channels", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(py_set_channels)),
      METH_VARARGS | METH_KEYWORDS,
      "set_channels([capsule, ...], provide=True): the running backends' native context setters; returns how "

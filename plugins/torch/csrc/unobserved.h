@@ -7,18 +7,19 @@
 
 namespace proton_torch {
 
-// Whether ``name`` is an operator that only makes a view or reads metadata: no kernel of its own, so
-// outside a trace no node of it is ever shown.
-bool metadata_only(const char* name);
+// Whether ``name`` is an operator that launches no device work of its own: it makes a view, reads
+// metadata or allocates. Outside a trace no node of it is ever shown (resolve_conj and resolve_neg copy
+// a conjugated or negated tensor through a clone, which is recorded in its own right).
+bool launches_nothing(const char* name);
 
-// Leave every such aten operator unobserved (``hide``), or observed again as torch registered it. The
+// Leave every such operator unobserved (``hide``), or observed again as torch registered it. The
 // caller serializes calls (the extension's enable lock). Returns whether operators are hidden now.
 bool set_unobserved(bool hide);
 
 // After fork, in the child: every operator observed again, without taking any lock.
 void observe_all_after_fork();
 
-// The metadata-only operators the dispatcher builds no record for now (read from torch, for tests).
+// The operators that launch nothing the dispatcher builds no record for now (read from torch, for tests).
 std::vector<std::string> unobserved_now();
 
 }  // namespace proton_torch

@@ -411,14 +411,14 @@ def unobserved_names():
     return {name.split(".")[0] for name in C.unobserved()}
 
 
-def test_metadata_only_operators_get_no_records_while_a_tree_session_runs(tmp_path, native_fake, monkeypatch):
-    """torch builds no record for view and metadata operators while a tree session needs none: their
-    observed flags are cleared at start and set again at the end, and not cleared for a trace or where
-    PROTON_TORCH_OBSERVE_ALL=1 asks."""
+def test_operators_that_launch_nothing_get_no_records_while_a_tree_session_runs(tmp_path, native_fake, monkeypatch):
+    """torch builds no record for operators that launch nothing (views, metadata, allocations) while a
+    tree session needs none: their observed flags are cleared at start and set again at the end, and not
+    cleared for a trace or where PROTON_TORCH_OBSERVE_ALL=1 asks."""
     assert C.unobserved() == []
     proton.start(str(tmp_path / "u"), backend="fake", hook="torch")
     assert {"aten::t", "aten::transpose", "aten::as_strided", "aten::expand", "aten::view",
-            "aten::resolve_conj"} <= unobserved_names()
+            "aten::resolve_conj", "aten::empty"} <= unobserved_names()
     assert "aten::mm" not in unobserved_names() and C.stats()["unobserved"]
     proton.finalize()
     assert C.unobserved() == [] and not C.stats()["unobserved"]
