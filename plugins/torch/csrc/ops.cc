@@ -24,6 +24,11 @@
 // a profile is built (Python, proton_torch.ops.resolve): F's module and operator
 // path, under B.
 //
+// Operators that launch nothing (views, metadata reads, allocations) are left
+// unobserved while no trace and no other observer needs them (unobserved.cc), so
+// torch builds no record for them; the nodes they create are linked by the frame
+// around them, or by a sweep of the sequence numbers taken outside any frame.
+//
 // nn.Module calls: global forward pre/post hooks written here (C functions, with
 // the GIL) open each module call as a scope of the core's, or, inside one of our
 // records, as a frame of ours.
@@ -101,10 +106,10 @@ std::mutex g_enable_mu;
 
 // Operators that launch nothing, left unobserved (unobserved.cc): while on, not tracing, and ours is the only
 // observer; a record that runs another observer too (torch.profiler, say) has every operator observed
-// again until the next enable. PROTON_TORCH_OBSERVE_ALL=1 keeps them all observed.
+// again until the next enable. enable(observe_all=True) (PROTON_TORCH_OBSERVE_ALL=1) keeps them all observed.
 std::atomic<bool> g_unobserved{false};
 bool g_other_observer = false;  // under g_enable_mu
-bool g_observe_all = false;     // under g_enable_mu: the environment's, read at each enable
+bool g_observe_all = false;     // under g_enable_mu: enable(observe_all=), at each start
 // Bumped at each enable: a thread's sequence numbers from before it are no business of the sweeps.
 std::atomic<uint64_t> g_sweep_epoch{1};
 
@@ -1394,7 +1399,7 @@ at::CallbackHandle add_callbacks(at::RecordFunctionCallback::StartCallback start
   return at::addGlobalCallback(cb);
 }
 
-bool set_callbacks(bool on, bool shapes) {
+bool set_callbacks(bool on, bool shapes, bool observe_all = false) {
   std::lock_guard<std::mutex> g(g_enable_mu);
   if (g_handle != at::INVALID_CALLBACK_HANDLE && (!on || shapes != g_shapes.load())) {
     at::removeCallback(g_handle);
@@ -1405,8 +1410,7 @@ bool set_callbacks(bool on, bool shapes) {
   if (on && g_handle == at::INVALID_CALLBACK_HANDLE) g_handle = add_callbacks(&on_enter, &on_exit, shapes);
   if (starting) {
     g_other_observer = false;
-    const char* all = std::getenv("PROTON_TORCH_OBSERVE_ALL");
-    g_observe_all = all != nullptr && std::strcmp(all, "1") == 0;
+    g_observe_all = observe_all;
     g_sweep_epoch.fetch_add(1);
     ThreadState& ts = state();  // the starting thread sweeps from here on
     ts.sweep_epoch = g_sweep_epoch.load();
@@ -1444,11 +1448,12 @@ PyObject* py_null_observer(PyObject*, PyObject* arg) {
 }
 
 PyObject* py_enable(PyObject*, PyObject* args, PyObject* kwargs) {
-  static const char* kw[] = {"shapes", nullptr};
-  int shapes = 0;
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|p", const_cast<char**>(kw), &shapes)) return nullptr;
+  static const char* kw[] = {"shapes", "observe_all", nullptr};
+  int shapes = 0, observe_all = 0;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|pp", const_cast<char**>(kw), &shapes, &observe_all))
+    return nullptr;
   try {
-    set_callbacks(true, shapes != 0);
+    set_callbacks(true, shapes != 0, observe_all != 0);
   } catch (const std::exception& e) {
     PyErr_SetString(PyExc_RuntimeError, e.what());
     return nullptr;
@@ -1664,7 +1669,8 @@ PyObject* py_reset_stats(PyObject*, PyObject*) {
 
 PyMethodDef kMethods[] = {
     {"enable", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(py_enable)), METH_VARARGS | METH_KEYWORDS,
-     "enable(shapes=False): register the RecordFunction callbacks (again, if shapes changed)"},
+     "enable(shapes=False, observe_all=False): register the RecordFunction callbacks (again, if shapes changed); "
+     "observe_all, read when they are first registered: leave no operator unobserved"},
     {"disable", py_disable, METH_NOARGS, "disable(): remove the callbacks (records already open still close)"},
     {"forget_after_fork", py_forget_after_fork, METH_NOARGS, "in a forked child: set no context any more"},
     {"unobserved", py_unobserved, METH_NOARGS,

@@ -114,6 +114,12 @@ def providing_wanted() -> bool:
     return os.environ.get("PROTON_TORCH_PROVIDER", "1").strip().lower() not in ("0", "false", "no", "off")
 
 
+def observe_all_wanted() -> bool:
+    """``PROTON_TORCH_OBSERVE_ALL=1``: keep torch recording every operator, those that launch nothing too
+    (for another RecordFunction observer from its very first record, or for comparisons)."""
+    return os.environ.get("PROTON_TORCH_OBSERVE_ALL", "0").strip().lower() in ("1", "true", "yes", "on")
+
+
 def refresh() -> None:
     """Match the extension to the open sessions: their backends' setters, whether any traces."""
     if STATE["on"]:
@@ -236,7 +242,7 @@ def start(shapes: bool = False) -> None:
     register_context_ids(native.FIRST_ID, resolve)
     native.set_channels(native_context_setters(), provide=providing_wanted())
     native.set_tracing(_tracing())
-    native.enable(shapes=bool(shapes))
+    native.enable(shapes=bool(shapes), observe_all=observe_all_wanted())
     STATE["patched"] = _patch_backward(native)
     STATE["on"], STATE["shapes"] = True, bool(shapes)
 
