@@ -113,3 +113,50 @@ def test_native_shapes_in_operator_names(tmp_path, mlp, monkeypatch):
     fc1 = node(root, "train_step", "Sequential", "0", "aten::linear[128x256,512x256,512]",
                "aten::addmm[512,128x256,256x512]")
     assert kernel_count(fc1) >= 1
+
+
+def test_native_decoder_reads_the_same_with_operators_left_unobserved(tmp_path, monkeypatch):
+    """A transformers decoder's training step (built from a config) with every operator observed, then with
+    those that launch nothing left unobserved: the same kernels under the same paths, backward included
+    (its views' nodes, such as attention's reshapes, linked through sequence numbers and sweeps)."""
+    transformers = pytest.importorskip("transformers")
+    if not torch.cuda.is_available():
+        pytest.skip("this torch build has no CUDA")
+    from proton_torch import native
+
+    monkeypatch.setenv("PROTON_TORCH_NATIVE", "1")
+    C = native.load()
+    torch.manual_seed(0)
+    config = transformers.LlamaConfig(hidden_size=128, intermediate_size=256, num_hidden_layers=2,
+                                      num_attention_heads=4, num_key_value_heads=2, vocab_size=512,
+                                      max_position_embeddings=64)
+    model = transformers.LlamaForCausalLM(config).cuda()
+    ids = torch.randint(0, config.vocab_size, (2, 32), device="cuda")
+
+    def step():
+        model(input_ids=ids, labels=ids).loss.backward()
+        model.zero_grad(set_to_none=True)
+        torch.cuda.synchronize()
+
+    step()
+    paths = {}
+    for observe_all in ("1", "0"):
+        monkeypatch.setenv("PROTON_TORCH_OBSERVE_ALL", observe_all)
+        C.reset_stats()
+        proton.start(str(tmp_path / observe_all), backend="cupti", hook="torch")
+        assert C.stats()["unobserved"] == (observe_all == "0")
+        with proton.scope("step"):
+            step()
+        stats = C.stats()
+        proton.finalize()
+        assert stats["misnested"] == 0 and stats["callback_errors"] == 0, stats
+        root = load(tmp_path / f"{observe_all}.hatchet")[0]
+        paths[observe_all] = {path: leaf["metrics"]["count"] for path, leaf in find_all(root, lambda n: True)
+                              if not leaf["children"] and leaf["metrics"].get("count")}
+    only_all = sorted(set(paths["1"].items()) - set(paths["0"].items()))
+    only_unobserved = sorted(set(paths["0"].items()) - set(paths["1"].items()))
+    assert not only_all and not only_unobserved, (only_all[:5], only_unobserved[:5])
+    assert sum(paths["0"].values()) > 50
+    views = ("View", "Transpose", "Expand", "Slice", "UnsafeView", "Select", "Split", "AsStrided", "Unbind")
+    assert any(n.endswith("Backward0") and n.startswith(views) for path in paths["0"] for n in path), \
+        sorted(paths["0"])[:20]
