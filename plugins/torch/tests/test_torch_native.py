@@ -494,6 +494,58 @@ def test_nodes_of_unobserved_operators_go_to_the_context_they_ran_in(tmp_path, n
     assert stats["misnested"] == 0 and stats["callback_errors"] == 0, stats
 
 
+class Attention(torch.nn.Module):
+    """Views, slices, splits and broadcasts called straight from forward, as attention code does."""
+
+    def __init__(self):
+        super().__init__()
+        self.qkv = torch.nn.Linear(8, 24)
+        self.out = torch.nn.Linear(8, 8)
+        self.bias = torch.nn.Parameter(torch.zeros(1, 1, 8))
+
+    def forward(self, x):
+        q, k, v = self.qkv(x).split(8, dim=-1)
+        q, k, v = (t.view(2, 5, 2, 4).transpose(1, 2) for t in (q, k, v))
+        att = (q @ k.transpose(-1, -2)).softmax(dim=-1)
+        y = (att @ v).transpose(1, 2).reshape(2, 5, 8)[:, 1:, :]
+        return self.out(y) + self.bias.expand(2, 4, 8)
+
+
+COMPUTE_OPS = KERNEL_OPS | {"aten::bmm", "aten::add", "aten::cat", "aten::clone", "aten::copy_", "aten::_softmax",
+                            "aten::_softmax_backward_data", "aten::slice_backward", "aten::zeros", "aten::fill_",
+                            "aten::zero_", "aten::new_zeros"}
+
+
+def kernel_paths(root):
+    return {path: leaf["metrics"]["count"] for path, leaf in find_all(root, lambda n: n.startswith("cpu_"))}
+
+
+def test_leaving_operators_unobserved_changes_no_path(tmp_path, native_fake, monkeypatch):
+    """The same steps of an attention block with every operator observed and with those that launch nothing
+    left unobserved: every kernel under the same path, forward and backward."""
+    profiles = {}
+    for observe_all in ("1", "0"):
+        monkeypatch.setenv("PROTON_TORCH_OBSERVE_ALL", observe_all)
+        torch.manual_seed(0)
+        model = Attention()
+        C.reset_stats()
+        with KernelEmulator(native_fake, COMPUTE_OPS):
+            proton.start(str(tmp_path / observe_all), backend="fake", hook="torch")
+            assert C.stats()["unobserved"] == (observe_all == "0")
+            for _ in range(2):
+                with proton.scope("step"):
+                    model(torch.randn(2, 5, 8)).sum().backward()
+            proton.finalize()
+        assert C.stats()["misnested"] == 0 and C.stats()["callback_errors"] == 0, C.stats()
+        profiles[observe_all] = kernel_paths(load_profile(str(tmp_path / f"{observe_all}.hatchet"))[0])
+    assert profiles["0"] == profiles["1"]
+    # the nodes of views called from forward (ViewBackward0's copy, SliceBackward0's, SplitBackward0's cat,
+    # ExpandBackward0's sum) are under the module, not loose under the backward call
+    linked = [p for p in profiles["0"] if any(n in ("ViewBackward0", "SliceBackward0", "ExpandBackward0",
+                                                     "SplitBackward0") for n in p)]
+    assert len(linked) == 4 and all(p[:2] == ("step", "Attention") for p in linked), sorted(profiles["0"])
+
+
 def test_modules_run_inside_a_backward_function_nest_under_it(tmp_path, native_fake):
     """Activation checkpointing recomputes forward inside backward: those module calls open natively."""
     import torch.utils.checkpoint as checkpoint
