@@ -1477,8 +1477,7 @@ PyObject* py_forget_after_fork(PyObject*, PyObject*) {
   g_providing.store(false);
   refresh_fast();
   g_nchannels.store(0);
-  proton_torch::observe_all_after_fork();
-  g_unobserved.store(false);
+  g_unobserved.store(proton_torch::set_unobserved(false));
   Py_RETURN_NONE;
 }
 

@@ -24,8 +24,8 @@ namespace {
 
 inline bool streq(const char* a, const char* b) { return std::strcmp(a, b) == 0; }
 
-std::vector<bool*> g_flags;  // the flags set_unobserved cleared (the operators torch observed)
-bool g_hidden = false;
+// The flags set_unobserved cleared (operators torch observed): operators are hidden while it holds any.
+std::vector<bool*> g_flags;
 
 // Every registered overload of the operators that launch nothing: the dispatcher's own handle for each.
 template <typename F>
@@ -64,9 +64,8 @@ bool launches_nothing(const char* name) {
 }
 
 bool set_unobserved(bool hide) {
-  if (hide == g_hidden) return g_hidden;
+  if (hide == !g_flags.empty()) return hide;
   if (hide) {
-    g_flags.clear();
     each_launching_nothing([](const c10::OperatorName&, const c10::OperatorHandle& op) {
       bool& observed = proton_torch_internals::observed_flag(op);
       if (!observed) return;  // torch's own choice: left as it is
@@ -77,14 +76,7 @@ bool set_unobserved(bool hide) {
     for (bool* observed : g_flags) *observed = true;
     g_flags.clear();
   }
-  g_hidden = hide;
-  return g_hidden;
-}
-
-void observe_all_after_fork() {
-  for (bool* observed : g_flags) *observed = true;
-  g_flags.clear();
-  g_hidden = false;
+  return !g_flags.empty();
 }
 
 std::vector<std::string> unobserved_now() {

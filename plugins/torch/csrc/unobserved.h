@@ -13,11 +13,9 @@ namespace proton_torch {
 bool launches_nothing(const char* name);
 
 // Leave every such operator unobserved (``hide``), or observed again as torch registered it. The
-// caller serializes calls (the extension's enable lock). Returns whether operators are hidden now.
+// caller serializes calls (the extension's enable lock; a forked child, where no other thread runs, may
+// call it without). Takes no lock of its own. Returns whether operators are hidden now.
 bool set_unobserved(bool hide);
-
-// After fork, in the child: every operator observed again, without taking any lock.
-void observe_all_after_fork();
 
 // The operators that launch nothing the dispatcher builds no record for now (read from torch, for tests).
 std::vector<std::string> unobserved_now();
