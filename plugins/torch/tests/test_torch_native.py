@@ -433,6 +433,22 @@ def test_operators_that_launch_nothing_get_no_records_while_a_tree_session_runs(
     proton.finalize()
 
 
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_forked_child_has_every_operator_observed_again(tmp_path, native_fake):
+    """A forked child has no session: it gets torch's records back, while the parent's session keeps its
+    operators unobserved until it ends."""
+    proton.start(str(tmp_path / "f"), backend="fake", hook="torch")
+    assert "aten::t" in unobserved_names()
+    pid = os.fork()
+    if pid == 0:  # the child: report through the exit status only
+        os._exit(0 if C.unobserved() == [] and not C.stats()["unobserved"] else 1)
+    _, status = os.waitpid(pid, 0)
+    assert "aten::t" in unobserved_names()
+    proton.finalize()
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status
+    assert C.unobserved() == []
+
+
 def test_another_observer_has_every_operator_observed_again(tmp_path, native_fake):
     """torch.profiler started inside a session: its first operator record shows it is there, and from
     then on it gets the view operators' records as it would without us."""
