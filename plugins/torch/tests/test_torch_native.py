@@ -434,19 +434,33 @@ def test_operators_that_launch_nothing_get_no_records_while_a_tree_session_runs(
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
-def test_a_forked_child_has_every_operator_observed_again(tmp_path, native_fake):
+def test_a_forked_child_has_every_operator_observed_again(tmp_path):
     """A forked child has no session: it gets torch's records back, while the parent's session keeps its
-    operators unobserved until it ends."""
-    proton.start(str(tmp_path / "f"), backend="fake", hook="torch")
-    assert "aten::t" in unobserved_names()
-    pid = os.fork()
-    if pid == 0:  # the child: report through the exit status only
-        os._exit(0 if C.unobserved() == [] and not C.stats()["unobserved"] else 1)
-    _, status = os.waitpid(pid, 0)
-    assert "aten::t" in unobserved_names()
-    proton.finalize()
-    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status
-    assert C.unobserved() == []
+    operators unobserved until it ends. (Its own program: no other library's threads around the fork.)"""
+    program = textwrap.dedent('''
+        import os, sys
+        import torch
+        import proton_core as proton
+        sys.path.insert(0, %r)
+        from conftest import install_native_setter
+        install_native_setter(%r)
+        from proton_torch import native
+        C = native.load()
+        proton.start(%r, backend="fake", hook="torch")
+        hidden = lambda: {name.split(".")[0] for name in C.unobserved()}
+        assert "aten::t" in hidden()
+        pid = os.fork()
+        if pid == 0:  # the child: report through the exit status only
+            os._exit(0 if C.unobserved() == [] and not C.stats()["unobserved"] else 1)
+        _, status = os.waitpid(pid, 0)
+        assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status
+        assert "aten::t" in hidden()
+        proton.finalize()
+        assert C.unobserved() == []
+        print("ok")
+    ''' % (HERE, str(tmp_path / "lib"), str(tmp_path / "p")))
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0 and done.stdout.strip().endswith("ok"), done.stderr[-3000:]
 
 
 def test_another_observer_has_every_operator_observed_again(tmp_path, native_fake):
