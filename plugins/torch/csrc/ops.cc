@@ -716,6 +716,11 @@ void sweep(ThreadState& ts, uint64_t ctx) {
   ts.swept = now;
 }
 
+// A sweep where the thread has no frame of ours open (a module call, a backward call), with its context now.
+void sweep_outside_frames(ThreadState& ts) {
+  if (ts.frames.empty()) sweep(ts, last_set(ts));
+}
+
 // The outermost frame is opening: the context it opens in, and a sweep.
 __attribute__((noinline)) void open_outermost(ThreadState& ts) {
   ts.base = last_set(ts);
@@ -1254,7 +1259,7 @@ void module_enter(ThreadState& ts, PyObject* module, int on) {
     id = own_module_frame(ts, name);
     kind = id != 0 ? kOwnFrame : kNoScope;
   } else if (name != nullptr) {
-    if (ts.frames.empty()) sweep(ts, last_set(ts));
+    sweep_outside_frames(ts);
     PyObject* ctx = fast_open(ts, name);
     if (ctx == nullptr && !PyErr_Occurred()) ctx = PyObject_CallOneArg(g_mod.open_scope, name);
     if (ctx != nullptr) {
@@ -1292,7 +1297,7 @@ void module_exit(ThreadState& ts, PyObject* module) {
       pop_top(ts, true);
     }
   } else if (f.kind == kCoreScope) {
-    if (ts.frames.empty()) sweep(ts, last_set(ts));
+    sweep_outside_frames(ts);
     close_core_scope(ts, f.ctx);
   }
 }
@@ -1412,9 +1417,7 @@ bool set_callbacks(bool on, bool shapes, bool observe_all = false) {
     g_other_observer = false;
     g_observe_all = observe_all;
     g_sweep_epoch.fetch_add(1);
-    ThreadState& ts = state();  // the starting thread sweeps from here on
-    ts.sweep_epoch = g_sweep_epoch.load();
-    ts.swept = int64_t(at::sequence_number::peek());
+    sweep(state(), 0);  // the starting thread's first sweep of the epoch: its numbers count from here
   }
   g_on.store(on);
   refresh_fast();
@@ -1583,7 +1586,7 @@ PyObject* py_intern(PyObject*, PyObject* args) {
 PyObject* py_backward_enter(PyObject*, PyObject*) {
   ThreadState& ts = state();
   uint64_t tid = rf_thread(ts);
-  if (ts.frames.empty()) sweep(ts, last_set(ts));  // the nodes backward is about to run, first
+  sweep_outside_frames(ts);  // the nodes backward is about to run, first
   uint64_t value = effective(ts) + 1;
   uint64_t prev = 0;
   {
