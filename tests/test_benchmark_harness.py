@@ -233,3 +233,47 @@ def test_thread_split_finds_a_busy_thread_by_name():
     name = "busy-spinner"
     assert figures[name][0] > 30e6  # ns per step: the spinner ran for most of 0.3 s over 3 "steps"
     assert figures["main"][0] < figures[name][0] / 3
+
+
+def test_torch_ablation_variants_switch_one_part_and_restore_the_environment(monkeypatch):
+    """torch_ablation.py: its variants join the profiler table; the scope-less wrapper opens no scope but
+    starts and finalizes the profiler it wraps; a variant's environment holds during its session only."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "torch_ablation", os.path.join(BENCH, "framework_overhead", "torch_ablation.py"))
+    ablation = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(ablation)
+    import profilers
+
+    assert set(ablation.VARIANTS) <= set(profilers.PROFILERS)
+    calls = []
+
+    class Inner:
+        reports_kernels = True
+
+        def start(self, path):
+            calls.append(("start", path))
+
+        def scope(self, name):
+            raise AssertionError("the wrapped profiler's scope is not to be opened")
+
+        def finalize(self):
+            calls.append(("finalize",))
+            return {"files": []}
+
+    wrapped = ablation.NoScope(Inner())
+    wrapped.start("p")
+    with wrapped.scope("forward"):
+        pass
+    assert wrapped.finalize() == {"files": []} and calls == [("start", "p"), ("finalize",)]
+
+    seen = {}
+    monkeypatch.setattr(profilers.Ours, "start", lambda self, path: seen.update(
+        during=os.environ.get("PROTON_TORCH_OBSERVE_ALL")))
+    monkeypatch.setattr(profilers.Ours, "finalize", lambda self: {"files": []})
+    monkeypatch.delenv("PROTON_TORCH_OBSERVE_ALL", raising=False)
+    variant = profilers.make("ours-all")
+    variant.start("p")
+    variant.finalize()
+    assert seen["during"] == "1" and "PROTON_TORCH_OBSERVE_ALL" not in os.environ
