@@ -176,11 +176,9 @@ class FloorTritonHook(Floor):
         return super().finalize()
 
 
-class FloorRecordFunction(Floor):
-    """The floor plus RecordFunction callbacks that do nothing, registered as ``hook="torch"``
-    registers its own (global, operator scope, no inputs): torch then builds a
-    record per operator call. What any native operator context costs at least, ours and
-    Kineto's alike."""
+class WithNullObserver:
+    """Mixin: the profiler plus RecordFunction callbacks that do nothing, registered as ``hook="torch"``
+    registers its own (global, operator scope, no inputs), so torch builds a record per operator call."""
 
     def start(self, path):
         from proton_torch import native
@@ -192,6 +190,11 @@ class FloorRecordFunction(Floor):
     def finalize(self):
         self.ext.null_observer(False)
         return super().finalize()
+
+
+class FloorRecordFunction(WithNullObserver, Floor):
+    """The floor plus the null RecordFunction observer: what any native operator context costs at
+    least, ours and Kineto's alike."""
 
 
 class FakeOurs:

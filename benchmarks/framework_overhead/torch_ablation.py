@@ -34,22 +34,11 @@ import profilers  # noqa: E402
 import torch_thread_split  # noqa: E402
 
 
-class ShadowNull(profilers.Ours):
+class ShadowNull(profilers.WithNullObserver, profilers.Ours):
     """Our session (no hook) plus the anchor's null RecordFunction observer."""
 
     def __init__(self):
         super().__init__("shadow")
-
-    def start(self, path):
-        super().start(path)
-        from proton_torch import native
-
-        self.ext = native.load()
-        self.ext.null_observer(True)
-
-    def finalize(self):
-        self.ext.null_observer(False)
-        return super().finalize()
 
 
 class NoScope:
