@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+from unittest import mock
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
@@ -66,8 +67,8 @@ class OursWithout(profilers.Ours):
         self.modules, self.wrapper, self.callbacks, self.env = modules, wrapper, callbacks, dict(env or {})
 
     def start(self, path):
-        self.saved = {k: os.environ.get(k) for k in self.env}
-        os.environ.update(self.env)
+        self.environ = mock.patch.dict(os.environ, self.env)
+        self.environ.start()
         super().start(path)
         from proton_torch import native, ops
 
@@ -82,11 +83,7 @@ class OursWithout(profilers.Ours):
         try:
             return super().finalize()
         finally:
-            for k, v in self.saved.items():
-                if v is None:
-                    os.environ.pop(k, None)
-                else:
-                    os.environ[k] = v
+            self.environ.stop()
 
 
 VARIANTS = {
