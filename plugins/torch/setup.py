@@ -38,7 +38,8 @@ def extension():
     ext = CppExtension(
         "proton_torch._C",
         ["csrc/ops.cc", "csrc/unobserved.cc"],
-        define_macros=[("PROTON_TORCH_BUILT_FOR", f'"{torch.__version__}"')],
+        define_macros=[("PROTON_TORCH_BUILT_FOR", f'"{torch.__version__}"')]
+        + ([("PROTON_TORCH_TIMING", "1")] if os.environ.get("PROTON_TORCH_TIMING") == "1" else []),
         extra_compile_args=["-O2", "-Wall", "-Wextra", "-Wno-unused-parameter", "-Wno-missing-field-initializers",
                             "-fvisibility=hidden"],
     )

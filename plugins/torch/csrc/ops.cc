@@ -137,6 +137,51 @@ uint64_t now_ns() {
   return uint64_t(ts.tv_sec) * 1000000000u + uint64_t(ts.tv_nsec);
 }
 
+// ------------------------------------------------------- diagnostic timing ----
+// Built with PROTON_TORCH_TIMING=1 (setup.py): TSC cycles and calls of each entry point of ours, per thread,
+// read by timing(). Never in a release build: each timed call pays two rdtsc.
+#ifdef PROTON_TORCH_TIMING
+enum TimedPart { kTimedEnter, kTimedExit, kTimedProvide, kTimedModuleEnter, kTimedModuleExit, kTimedBackwardCall,
+                 kTimedEngineRecord, kTimedClassifyName, kTimedClassifyLookup, kTimedModuleName, kTimedFastOpen,
+                 kTimedFastClose, kTimedSetters, kTimedNothing, kTimedParts };
+const char* const kTimedNames[] = {"enter", "exit", "provide", "module_enter", "module_exit", "backward_call",
+                                   "engine_record", "(classify_name)", "(classify_lookup)", "(module_name)",
+                                   "(fast_open)", "(fast_close)", "(setters)", "(empty timer)"};
+struct ThreadTimes {
+  uint64_t tid = 0;
+  uint64_t cycles[kTimedParts] = {};
+  uint64_t calls[kTimedParts] = {};
+};
+std::mutex g_times_mu;
+std::vector<ThreadTimes*> g_times;  // never freed: read after their threads end
+thread_local ThreadTimes* t_times __attribute__((tls_model("initial-exec"))) = nullptr;
+
+ThreadTimes& thread_times() {
+  if (t_times == nullptr) {
+    auto* t = new ThreadTimes();
+    t->tid = uint64_t(syscall(SYS_gettid));
+    std::lock_guard<std::mutex> g(g_times_mu);
+    g_times.push_back(t);
+    t_times = t;
+  }
+  return *t_times;
+}
+
+struct Timed {
+  TimedPart part;
+  uint64_t start;
+  explicit Timed(TimedPart p) : part(p), start(__builtin_ia32_rdtsc()) {}
+  ~Timed() {
+    ThreadTimes& t = thread_times();
+    t.cycles[part] += __builtin_ia32_rdtsc() - start;
+    ++t.calls[part];
+  }
+};
+#define PROTON_TIMED(part) Timed timed_scope_(part)
+#else
+#define PROTON_TIMED(part)
+#endif
+
 // ------------------------------------------------------------ context ids ----
 // Entries are never removed: an id names one (parent, name) or one link for the process.
 // What a name entry stands for (the kind it was first interned with).
@@ -618,11 +663,15 @@ const char* record_name(const at::RecordFunction& rf) {
 void classify(ThreadState& ts, size_t i, uint64_t parent, const at::RecordFunction* inputs) {
   auto& frames = ts.frames;
   Frame& f = frames[i];
-  const char* name = record_name(*f.rf);
-  f.name = name;
-  f.ctx = parent;
-  f.kind = kPass;
-  if ((!g_tracing.load(std::memory_order_relaxed) && launches_nothing(name)) || transparent(name)) return;
+  const char* name;
+  {
+    PROTON_TIMED(kTimedClassifyName);
+    name = record_name(*f.rf);
+    f.name = name;
+    f.ctx = parent;
+    f.kind = kPass;
+    if ((!g_tracing.load(std::memory_order_relaxed) && launches_nothing(name)) || transparent(name)) return;
+  }
   // The same operator again, directly inside itself (a Python dispatch mode or a tensor subclass
   // calling it once more): one node.
   for (size_t j = i; j > 0; --j) {
@@ -638,6 +687,7 @@ void classify(ThreadState& ts, size_t i, uint64_t parent, const at::RecordFuncti
     append_shapes(buf, *inputs);
     f.ctx = lookup(ts, parent, buf.data(), buf.size(), uintptr_t(hash_bytes(buf.data(), buf.size())));
   } else {
+    PROTON_TIMED(kTimedClassifyLookup);
     f.ctx = lookup_operator(ts, parent, name);
   }
 }
@@ -666,6 +716,7 @@ uint64_t effective(ThreadState& ts) { return answer(ts, last_set(ts)); }
 
 // The provider the backends ask at each launch (providing), on the launching thread.
 uint64_t provide(uint64_t set) {
+  PROTON_TIMED(kTimedProvide);
   ThreadState* ts = t_fast;
   if (ts == nullptr) return set;
   try {
@@ -756,6 +807,7 @@ void set_top(ThreadState& ts, uint64_t prev, bool always = false) {
 // node it evaluates (get_current_node) before it opens this record, and the record spans all the node does:
 // its backward function and the gradient sums for the next nodes after it.
 void enter_backward(ThreadState& ts, const at::RecordFunction& rf, const char* name) {
+  PROTON_TIMED(kTimedEngineRecord);
   uint64_t cur = effective(ts);
   int64_t seq = -1;
   uint64_t forward_thread = 0;
@@ -824,6 +876,7 @@ __attribute__((noinline)) std::unique_ptr<at::ObserverContext> enter_slow(const 
 // An operator's entry, providing (g_fast): a frame pushed, nothing looked at. Everything else (a thread's first
 // record, a record that is not an operator's, a full stack) takes enter_slow.
 std::unique_ptr<at::ObserverContext> on_enter(const at::RecordFunction& rf) {
+  PROTON_TIMED(kTimedEnter);
   if (__builtin_expect(observer_count(rf) != 1, 0)) another_observer();
   ThreadState* ts = t_fast;
   if (__builtin_expect(ts != nullptr && g_fast.load(std::memory_order_relaxed) && names_operator(rf), 1)) {
@@ -897,6 +950,7 @@ __attribute__((noinline)) void exit_slow(const at::RecordFunction& rf) {
 // A record's exit: where its frame is the innermost, set no context, kept no entry time and took no sequence
 // number a node was given (remember_sequence), a pop; else exit_slow.
 void on_exit(const at::RecordFunction& rf, at::ObserverContext*) {
+  PROTON_TIMED(kTimedExit);
   ThreadState* ts = t_fast;
   if (__builtin_expect(ts != nullptr && !ts->frames.empty(), 1)) {
     const Frame& f = ts->frames.back();
@@ -1062,6 +1116,7 @@ PyObject* core_dict(ThreadState& ts) {
 }
 
 bool call_setters(PyObject* ctx) {
+  PROTON_TIMED(kTimedSetters);
   PyObject* setters = manager_attr(g_mod.s_setters);
   if (setters == nullptr) return false;
   bool ok = PyTuple_Check(setters);
@@ -1231,7 +1286,11 @@ void python_close_scope(uint64_t id) {
 }
 
 void close_core_scope(ThreadState& ts, uint64_t id) {
-  int done = fast_close(ts, id);
+  int done;
+  {
+    PROTON_TIMED(kTimedFastClose);
+    done = fast_close(ts, id);
+  }
   if (done == 0) python_close_scope(id);
   if (done < 0 || PyErr_Occurred()) {
     PyErr_Clear();
@@ -1252,7 +1311,11 @@ void module_enter(ThreadState& ts, PyObject* module, int on) {
       if (PyErr_Occurred()) PyErr_Clear();
     }
   }
-  PyObject* name = on > 0 ? module_name(modules.empty() ? nullptr : modules.back().module, module) : nullptr;
+  PyObject* name;
+  {
+    PROTON_TIMED(kTimedModuleName);
+    name = on > 0 ? module_name(modules.empty() ? nullptr : modules.back().module, module) : nullptr;
+  }
   uint64_t id = 0;
   ModuleKind kind = kNoScope;
   if (name != nullptr && !ts.frames.empty() && g_on.load(std::memory_order_relaxed)) {
@@ -1260,7 +1323,11 @@ void module_enter(ThreadState& ts, PyObject* module, int on) {
     kind = id != 0 ? kOwnFrame : kNoScope;
   } else if (name != nullptr) {
     sweep_outside_frames(ts);
-    PyObject* ctx = fast_open(ts, name);
+    PyObject* ctx;
+    {
+      PROTON_TIMED(kTimedFastOpen);
+      ctx = fast_open(ts, name);
+    }
     if (ctx == nullptr && !PyErr_Occurred()) ctx = PyObject_CallOneArg(g_mod.open_scope, name);
     if (ctx != nullptr) {
       id = PyLong_AsUnsignedLongLong(ctx);
@@ -1343,9 +1410,13 @@ PyObject* py_module_call(PyObject* module, PyObject* const* args, Py_ssize_t nar
       on = 0;
     }
   }
-  if (on) module_enter(state(), module, on);
+  if (on) {
+    PROTON_TIMED(kTimedModuleEnter);
+    module_enter(state(), module, on);
+  }
   PyObject* result = PyObject_Vectorcall(original, stack, size_t(1 + nargs), kwnames);
   if (on) {
+    PROTON_TIMED(kTimedModuleExit);
     PyObject *type, *value, *traceback;  // the forward's exception, kept across the exit
     PyErr_Fetch(&type, &value, &traceback);
     module_exit(state(), module);
@@ -1584,6 +1655,7 @@ PyObject* py_intern(PyObject*, PyObject* args) {
 
 // Around the autograd engine's call (Python): the calling thread's context, for autograd's own threads.
 PyObject* py_backward_enter(PyObject*, PyObject*) {
+  PROTON_TIMED(kTimedBackwardCall);
   ThreadState& ts = state();
   uint64_t tid = rf_thread(ts);
   sweep_outside_frames(ts);  // the nodes backward is about to run, first
@@ -1604,6 +1676,7 @@ PyObject* py_backward_enter(PyObject*, PyObject*) {
 }
 
 PyObject* py_backward_exit(PyObject*, PyObject* arg) {
+  PROTON_TIMED(kTimedBackwardCall);
   uint64_t prev = PyLong_AsUnsignedLongLong(arg);
   if (PyErr_Occurred()) return nullptr;
   ThreadState& ts = state();
@@ -1669,7 +1742,51 @@ PyObject* py_reset_stats(PyObject*, PyObject*) {
   Py_RETURN_NONE;
 }
 
+// timing() -> (TSC cycles per second, [(os thread id, {part: (cycles, calls)})]), or None in a build without
+// PROTON_TORCH_TIMING; timing(True) also zeroes the counters.
+PyObject* py_timing(PyObject*, PyObject* args) {
+  int reset = 0;
+  if (!PyArg_ParseTuple(args, "|p", &reset)) return nullptr;
+#ifdef PROTON_TORCH_TIMING
+  for (int i = 0; i < 1000; ++i) {  // the timer's own cost, as "(empty timer)"
+    PROTON_TIMED(kTimedNothing);
+    asm volatile("" ::: "memory");
+  }
+  static double hz = 0;
+  if (hz == 0) {  // the TSC's rate against the monotonic clock, over 50 ms
+    uint64_t n0 = now_ns(), c0 = __builtin_ia32_rdtsc();
+    while (now_ns() - n0 < 50000000u) {
+    }
+    hz = double(__builtin_ia32_rdtsc() - c0) * 1e9 / double(now_ns() - n0);
+  }
+  std::lock_guard<std::mutex> g(g_times_mu);
+  PyObject* out = PyList_New(0);
+  for (ThreadTimes* t : g_times) {
+    PyObject* parts = PyDict_New();
+    for (int k = 0; parts != nullptr && k < kTimedParts; ++k) {
+      PyObject* v = Py_BuildValue("(KK)", (unsigned long long)t->cycles[k], (unsigned long long)t->calls[k]);
+      if (v == nullptr || PyDict_SetItemString(parts, kTimedNames[k], v) < 0) Py_CLEAR(parts);
+      Py_XDECREF(v);
+      if (reset) t->cycles[k] = t->calls[k] = 0;
+    }
+    PyObject* item = parts ? Py_BuildValue("(KN)", (unsigned long long)t->tid, parts) : nullptr;
+    if (item == nullptr || PyList_Append(out, item) < 0) {
+      Py_XDECREF(item);
+      Py_DECREF(out);
+      return nullptr;
+    }
+    Py_DECREF(item);
+  }
+  return Py_BuildValue("(dN)", hz, out);
+#else
+  Py_RETURN_NONE;
+#endif
+}
+
 PyMethodDef kMethods[] = {
+    {"timing", py_timing, METH_VARARGS,
+     "timing(reset=False) -> (tsc hz, [(os thread id, {part: (tsc cycles, calls)})]) of a PROTON_TORCH_TIMING=1 "
+     "build, else None"},
     {"enable", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(py_enable)), METH_VARARGS | METH_KEYWORDS,
      "enable(shapes=False, observe_all=False): register the RecordFunction callbacks (again, if shapes changed); "
      "observe_all, read when they are first registered: leave no operator unobserved"},
