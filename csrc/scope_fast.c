@@ -7,7 +7,8 @@
  * scope._exit in proton_core/scope.py) on the same objects, in the same order:
  *
  *   init   a non-empty str name and no metrics: stored; anything else is checked by scope._init_check first.
- *   enter  not active (MANAGER.active empty): opened.append((self, False, 0)).  Active, with no state and
+ *   enter  not active (MANAGER.active empty): opened.append((self, False, 0)).  Active: the settlers
+ *          (context.SETTLERS, usually none) are called first; then, with no state and
  *          no op on this thread: parent = the innermost scope's id (ROOT_ID without one); the id is the one
  *          this object found last time under the same parent, else the context tree's
  *          index[(parent, SCOPE, name)], else TREE.child(parent, SCOPE, name); stack.append((id, name, monotonic ns));
@@ -36,10 +37,11 @@
 static struct {
     int on;
     /* (1, thread, index, child, scope_kind, manager, root_id, plain_type, slow_enter, slow_exit,
-     * init_check, enter_scope, exit_scope) */
+     * init_check, enter_scope, exit_scope[, settlers]) */
     PyObject *thread, *index, *child, *kind, *manager, *root, *plain_type, *slow_enter, *slow_exit;
     PyObject *check; /* scope._init_check(name, metrics): the constructor's checks that are not plain */
     PyObject *slow_enter_scope, *slow_exit_scope; /* scope._enter_scope / _exit_scope, the Python functions */
+    PyObject *settlers; /* context.SETTLERS: called before a scope opens (plugins' own frames become scopes), or NULL */
     PyObject *s_dict, *s_stack, *s_opened, *s_current, *s_state, *s_op, *s_active, *s_setters, *s_tracing,
         *s_triton_op, *s_metrics;
     PyObject *zero;
@@ -57,6 +59,19 @@ typedef struct {
 } ScopeBase;
 
 /* ------------------------------------------------------------------ helpers ---- */
+
+/* context.settle(): each of the settlers called (usually none), before the stack is read to open a scope. */
+static int run_settlers(void) {
+    if (g.settlers == NULL) return 0;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(g.settlers); ++i) {
+        PyObject *settler = Py_NewRef(PyList_GET_ITEM(g.settlers, i));
+        PyObject *r = PyObject_CallNoArgs(settler);
+        Py_DECREF(settler);
+        if (r == NULL) return -1;
+        Py_DECREF(r);
+    }
+    return 0;
+}
 
 static int is_true(PyObject *v) {
     if (v == Py_True) return 1;
@@ -201,7 +216,7 @@ static PyObject *scope_enter(ScopeBase *self, PyObject *unused) {
         !PyUnicode_CheckExact(self->name))
         return slow_enter(self);
     int on = manager_has(g.s_active);
-    if (on < 0) return NULL;
+    if (on < 0 || (on && run_settlers() < 0)) return NULL;
     Thread t;
     int got = thread_get(&t);
     PyObject *result = NULL;
@@ -324,6 +339,7 @@ static PyObject *fast_enter_scope(PyObject *mod, PyObject *const *args, size_t n
         g.n_enter_fast += on == 0;
         return on < 0 ? NULL : PyLong_FromLong(-1);
     }
+    if (run_settlers() < 0) return NULL;
     Thread t;
     int got = thread_get(&t);
     if (got <= 0 || !t.plain) {
@@ -484,6 +500,7 @@ static void forget_protocol(void) {
     Py_CLEAR(g.check);
     Py_CLEAR(g.slow_enter_scope);
     Py_CLEAR(g.slow_exit_scope);
+    Py_CLEAR(g.settlers);
 }
 
 static PyObject *configure(PyObject *mod, PyObject *protocol) {
@@ -492,11 +509,12 @@ static PyObject *configure(PyObject *mod, PyObject *protocol) {
         Py_RETURN_NONE;
     }
     PyObject *thread, *index, *child, *kind, *manager, *root, *plain, *enter, *exit_, *check, *enter_fn, *exit_fn;
+    PyObject *settlers = NULL;
     int version;
     if (!PyTuple_Check(protocol) || PyTuple_GET_SIZE(protocol) < 1 ||
-        !PyArg_ParseTuple(protocol, "iOO!OUOO!O!OOOOO;proton_core._scope_fast.configure: a version-1 protocol tuple",
+        !PyArg_ParseTuple(protocol, "iOO!OUOO!O!OOOOO|O!;proton_core._scope_fast.configure: a version-1 protocol tuple",
                           &version, &thread, &PyDict_Type, &index, &child, &kind, &manager, &PyLong_Type, &root,
-                          &PyType_Type, &plain, &enter, &exit_, &check, &enter_fn, &exit_fn))
+                          &PyType_Type, &plain, &enter, &exit_, &check, &enter_fn, &exit_fn, &PyList_Type, &settlers))
         return NULL;
     if (version != PROTOCOL_VERSION) return PyErr_Format(PyExc_ValueError, "scope protocol version %d, not 1", version);
     forget_protocol();
@@ -512,6 +530,7 @@ static PyObject *configure(PyObject *mod, PyObject *protocol) {
     g.check = Py_NewRef(check);
     g.slow_enter_scope = Py_NewRef(enter_fn);
     g.slow_exit_scope = Py_NewRef(exit_fn);
+    g.settlers = settlers != NULL ? Py_NewRef(settlers) : NULL;
     g.on = 1;
     Py_RETURN_NONE;
 }

@@ -81,6 +81,19 @@ class ContextTree:
 TREE = ContextTree()
 
 
+#: Callables, run with the GIL before the calling thread's innermost context is read to open a scope,
+#: state or op of the core's under it (plugin_api.register_settler). A plugin that keeps frames of its own
+#: on top of the core's stack (the torch plugin's nn.Module calls, kept natively while nothing else opens)
+#: turns them into the core's scopes there, so what opens nests under them. Empty: nothing to do.
+SETTLERS: list = []
+
+
+def settle() -> None:
+    """Run the settlers (the calling thread's frames kept by plugins become the core's scopes)."""
+    for settler in SETTLERS:
+        settler()
+
+
 class ThreadContext(threading.local):
     """One thread's annotations: the scope stack, its state and its op."""
 
@@ -96,6 +109,8 @@ class ThreadContext(threading.local):
         self.opened: list[tuple[object, object, int]] = []
 
     def recompute(self) -> int:
+        if SETTLERS:
+            settle()
         stack = self.stack
         ctx = stack[-1][0] if stack else ROOT_ID
         state = self.state

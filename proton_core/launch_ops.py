@@ -19,7 +19,7 @@ the general path (``open_op`` + ``add_numbers_here``).
 
 from __future__ import annotations
 
-from .context import OP, THREAD, TREE
+from .context import OP, SETTLERS, THREAD, TREE, settle
 from .session import ACTIVITY, MANAGER
 
 #: (context id, caller's key) -> (generation, op context id, op name, counters)
@@ -42,6 +42,8 @@ def open_counted_op(key, name=None, numbers=None) -> bool:
     (``((metric_name(k), non-negative finite int|float), ...)``, a tuple kept as is), it also
     builds the entry.  False: nothing was done; open the op the general way.
     """
+    if SETTLERS:
+        settle()
     t = THREAD
     if t.op is not None:  # an op already open (a hook whose exit did not run): the general path
         return False

@@ -23,7 +23,9 @@ Native scope sources (scopes opened by native code on threads without the GIL)
     :func:`launch_op_protocol` (its and ``close_op``'s internals, for a native launch hook),
     :func:`register_context_ids` (ids a plugin interns itself),
     :func:`native_context_setters` (the running backends' C setters, capsules
-    named ``proton.native_context.v1``), :func:`innermost_scope`, :func:`context_names`,
+    named ``proton.native_context.v1``), :func:`innermost_scope`, :func:`register_settler` (frames a
+    plugin keeps above the core's scopes become scopes before anything opens under them),
+    :func:`context_names`,
     :func:`add_cpu_time_at`, :func:`add_scope_event`,
     :func:`open_sessions`.
 Sinks and lifecycle hooks
@@ -38,7 +40,7 @@ Errors and messages
 from __future__ import annotations
 
 from .backend import CAPTURED_AT, NODE_CAPTURED_AT, NODE_CONTEXT, NODE_FRAME, Backend, Batch, register_unavailable
-from .context import THREAD, ContextSource, capture_frames, internal_paths, is_internal, register_internal_path
+from .context import SETTLERS, THREAD, ContextSource, settle, capture_frames, internal_paths, is_internal, register_internal_path
 from .contexts.base import BaseContext
 from .data import Profile, Trace, Tree
 from .data.trace import KernelEvent, KernelSlice, ScopeEvent
@@ -61,7 +63,8 @@ __all__ = [
     "open_scopes", "current_op", "thread_state",
     "SharedInstall", "register_internal_path", "is_internal", "capture_frames",
     # native scope sources
-    "register_context_ids", "native_context_setters", "innermost_scope", "context_names", "open_scope",
+    "register_context_ids", "native_context_setters", "innermost_scope", "register_settler", "unregister_settler",
+    "context_names", "open_scope",
     "close_scope", "scope_stack_protocol", "open_op", "close_op", "metric_name", "add_numbers_here", "open_counted_op",
     "launch_op_protocol",
     "add_cpu_time_at",
@@ -79,7 +82,8 @@ def is_active() -> bool:
 
 
 def scope_depth() -> int:
-    """How many scopes are open on the calling thread."""
+    """How many scopes are open on the calling thread (frames plugins keep settled into scopes first)."""
+    settle()
     return len(THREAD.stack)
 
 
@@ -90,7 +94,9 @@ def thread_state():
 
 
 def open_scopes() -> list[str]:
-    """Names of the scopes open on the calling thread, outermost first."""
+    """Names of the scopes open on the calling thread, outermost first (frames plugins keep settled into
+    scopes first)."""
+    settle()
     return [name for _, name, _ in THREAD.stack]
 
 
@@ -134,7 +140,25 @@ def context_names(context_id: int) -> list[str]:
 
 def innermost_scope() -> int:
     """The context id of the innermost scope open on the calling thread (0: none)."""
+    settle()
     return THREAD.stack[-1][0] if THREAD.stack else 0
+
+
+def register_settler(settler) -> None:
+    """Have ``settler()`` called (GIL held, on the thread concerned) before the core, or a native copy of
+    its steps (the protocols below), reads a thread's innermost context to open a scope, state or op
+    under it: a plugin keeping frames of its own above the core's scopes, natively and cheaply, turns
+    them into scopes of the core's there (:func:`open_scope`), outermost first, so that what opens nests
+    under them. It must be cheap when the thread has none, and must not open anything else. Registering
+    the same callable again does nothing."""
+    if settler not in SETTLERS:
+        SETTLERS.append(settler)
+
+
+def unregister_settler(settler) -> None:
+    """Undo :func:`register_settler` (nothing if it is not registered)."""
+    if settler in SETTLERS:
+        SETTLERS.remove(settler)
 
 
 #: open_scope(name) -> context id: open scope ``name`` on the calling thread at the least cost, for
@@ -173,18 +197,20 @@ def scope_stack_protocol():
     """What :func:`open_scope`/:func:`close_scope` touch, for a native source that performs exactly
     their steps itself, with the GIL held, to skip two Python calls per event (the nvtx plugin).
 
-    A tuple, version 1: ``(1, thread, index, child, scope_kind, manager, open_scope, close_scope)``.
+    A tuple, version 1: ``(1, thread, index, child, scope_kind, manager, open_scope, close_scope, settlers)``.
     ``thread.stack`` is the calling thread's list of ``(context id, name, monotonic ns)``;
     ``thread.current`` its published context (it equals the innermost scope's id exactly when no
     state or op sits on top); ``index`` maps ``(parent, scope_kind, name)`` to an id, ``child`` the
     same call that also creates it; ``manager.setters`` are called with each new current id and,
-    while ``manager.tracing`` is non-empty, closing must go through ``close_scope``.  Anything the
-    native side does not handle it hands to ``open_scope``/``close_scope``.
+    while ``manager.tracing`` is non-empty, closing must go through ``close_scope``.  Before reading
+    ``thread.stack`` to open a scope, each of ``settlers`` (a list, usually empty) is called with no
+    argument (:func:`register_settler`).  Anything the native side does not handle it hands to
+    ``open_scope``/``close_scope``.
     """
     from .context import SCOPE as _SCOPE
     from .context import TREE as _TREE
 
-    return (1, THREAD, _TREE._index, _TREE.child, _SCOPE, MANAGER, open_scope, close_scope)
+    return (1, THREAD, _TREE._index, _TREE.child, _SCOPE, MANAGER, open_scope, close_scope, SETTLERS)
 
 
 def launch_op_protocol():
@@ -193,7 +219,7 @@ def launch_op_protocol():
     per-launch hook (the frameworks plugin's Triton hooks).
 
     A tuple, version 1: ``(1, thread, ops, activity, manager, entries, op_kind, close_op, open_counted_op,
-    clears)``.  ``thread`` is the threading.local whose per-thread ``__dict__`` holds ``op`` (the open
+    clears, settlers)``.  ``thread`` is the threading.local whose per-thread ``__dict__`` holds ``op`` (the open
     op's name or None) and ``current`` (the published context id).  ``ops`` maps ``(thread.current,
     key)`` to ``(generation, op context id, op name, counters)``, valid while ``generation ==
     activity.generation``; a valid hit with ``thread.op`` None is: ``op = name``, ``current = op
@@ -202,14 +228,16 @@ def launch_op_protocol():
     incremented: a hit may be kept across launches while ``activity.generation`` and ``clears[0]`` are
     unchanged.  ``entries`` is the list id -> ``(parent, kind, name)``; closing is ``op = None`` and
     ``current = entries[current][0]`` when ``entries[current][1] == op_kind`` (else ``close_op``'s
-    recomputation), then the setters.  Anything the native side does not handle (a miss, a stale hit,
-    an open op, an unusual value) it hands to ``open_counted_op``/``close_op``.
+    recomputation), then the setters.  Before reading ``thread.current`` to open an op, each of
+    ``settlers`` (the 11th item, a list, usually empty) is called with no argument (:func:`register_settler`).
+    Anything the native side does not handle (a miss, a stale hit, an open op, an unusual value) it
+    hands to ``open_counted_op``/``close_op``.
     """
     from .context import OP as _OP
     from .context import TREE as _TREE
     from .launch_ops import _CLEARS, _OPS
 
-    return (1, THREAD, _OPS, ACTIVITY, MANAGER, _TREE._entries, _OP, close_op, open_counted_op, _CLEARS)
+    return (1, THREAD, _OPS, ACTIVITY, MANAGER, _TREE._entries, _OP, close_op, open_counted_op, _CLEARS, SETTLERS)
 
 
 def add_cpu_time_at(context_id: int, ns: int) -> None:

@@ -13,7 +13,7 @@ import os
 import threading
 import time
 
-from .context import OP, ROOT_ID, SCOPE, THREAD, TREE
+from .context import OP, ROOT_ID, SCOPE, SETTLERS, THREAD, TREE, settle
 from .errors import ProtonError
 from .metrics import parse_metrics, parse_name
 from .data.trace import ScopeEvent
@@ -54,6 +54,8 @@ def _publish(t: dict, innermost: int) -> None:
 
 def _push(name: str, ids: dict | None = None) -> int:
     """Open scope ``name`` on this thread (profiling is on); ``ids`` caches parent id -> its id."""
+    if SETTLERS:
+        settle()
     t = THREAD.__dict__
     stack = t["stack"]
     parent = stack[-1][0] if stack else ROOT_ID
@@ -83,6 +85,8 @@ def _announce(t, innermost: int, plain: bool) -> None:
 
 def open_unchecked(name: str) -> int:
     """``_push`` for per-event hooks: a profiling session is on and ``name`` is a non-empty str."""
+    if SETTLERS:
+        settle()
     t = THREAD
     stack = t.stack
     parent = stack[-1][0] if stack else ROOT_ID
@@ -109,6 +113,8 @@ def close_unchecked(ctx: int) -> bool:
 
 def open_op_unchecked(name: str) -> int:
     """``enter_scope(name, triton_op=True)`` for per-launch hooks: no checks, no metrics."""
+    if SETTLERS:
+        settle()
     t = THREAD
     if t.op is None:
         base = t.current  # the context without an op, which close_op returns to
@@ -310,7 +316,7 @@ else:
 def fast_protocol():
     """What ``_scope_fast`` touches (version 1): the objects of the Python path and its functions as fallbacks."""
     return (1, THREAD, _INDEX, TREE.child, SCOPE, MANAGER, ROOT_ID, scope, _enter, _exit, _init_check,
-            _enter_scope, _exit_scope)
+            _enter_scope, _exit_scope, SETTLERS)
 
 
 def use_fast(on: bool = True) -> bool:

@@ -24,6 +24,8 @@ import proton_core.scope
 scope_module = sys.modules["proton_core.scope"]  # proton_core.scope is also the class
 from proton_core.context import THREAD
 from proton_core.errors import ProtonError
+from proton_core.plugin_api import (close_op, close_scope, innermost_scope, open_op, open_scope, open_scopes,
+                                    register_settler, scope_depth, unregister_settler)
 from proton_core.session import MANAGER
 from proton_core.testing import reset, run_threads
 
@@ -261,6 +263,95 @@ def function_pair(out, trail, fake):
     snapshot(trail, "obj left")
     proton.finalize()
     trail.append(("after", proton.exit_scope() if THREAD.stack else None))
+
+
+class OneFrame:
+    """A settler standing in for a plugin's own frames: after ``keep()``, its next call opens scope "frame"."""
+
+    def __init__(self, trail):
+        self.trail, self.pending, self.calls = trail, False, 0
+
+    def keep(self):
+        self.pending = True
+
+    def __call__(self):
+        self.calls += 1
+        if self.pending:
+            self.pending = False
+            self.trail.append(("settled", open_scope("frame")))
+
+    def close(self):
+        close_scope(THREAD.stack[-1][0])
+
+
+def settled(out, trail, fake):
+    """Whatever opens under the thread's context (a scope object, the function pair, a state, an op of a
+    launch hook, plugin_api.open_scope) or reads its scopes calls the settlers first."""
+    start(out, trail)
+    frame = OneFrame(trail)
+    register_settler(frame)
+    register_settler(frame)  # once only
+    try:
+        frame.keep()
+        with proton.scope("object"):
+            fake.launch("in_object", 10)
+        frame.close()
+        frame.keep()
+        proton.enter_scope("function")
+        fake.launch("in_function", 10)
+        proton.exit_scope("function")
+        frame.close()
+        frame.keep()
+        with proton.state("state"):
+            fake.launch("in_state", 10)
+        frame.close()
+        frame.keep()
+        open_op("op")
+        fake.launch("in_op", 10)
+        close_op()
+        frame.close()
+        frame.keep()
+        open_scope("hook_scope")
+        fake.launch("in_hook_scope", 10)
+        close_scope(THREAD.stack[-1][0])
+        frame.close()
+        for read in (open_scopes, scope_depth, innermost_scope):
+            frame.keep()
+            trail.append((read.__name__, read()))
+            frame.close()
+        snapshot(trail, "settled")
+    finally:
+        unregister_settler(frame)
+    calls = frame.calls
+    with proton.scope("after"):
+        fake.launch("after", 10)
+    trail.append(("calls after unregistering", frame.calls - calls))
+    proton.finalize()
+
+
+@needs_fast
+def test_the_settlers_run_before_anything_opens_under_the_thread_s_context(tmp_path, fake, both_paths):
+    """The core calls the registered settlers (plugins' frames become scopes) before it reads the thread's
+    innermost context: what opens then nests under what they opened, on the C path as on the Python one."""
+    counts = same_both_ways(settled, tmp_path, fake)
+    assert counts["enter_fast"] >= 2  # the scope object and enter_scope of the C run took the C path
+    trail, profile, _ = run(settled, tmp_path, fake, True)
+    assert ("open_scopes", ["frame"]) in trail and ("scope_depth", 1) in trail
+    assert ("calls after unregistering", 0) in trail
+    root = profile[0]
+
+    def under(*path):
+        node = root
+        for name in path:
+            found = [c for c in node["children"] if c["frame"]["name"] == name]
+            assert found, (path, [c["frame"]["name"] for c in node["children"]])
+            node = found[0]
+        return node
+
+    for path in (("object", "in_object"), ("function", "in_function"), ("state", "in_state"), ("op",),
+                 ("hook_scope", "in_hook_scope")):
+        assert under("frame", *path)["metrics"]["count"] == 1
+    assert under("after", "after")["metrics"]["count"] == 1
 
 
 @needs_fast

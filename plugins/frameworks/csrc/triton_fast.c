@@ -42,8 +42,9 @@
 
 static struct {
     /* launch_op_protocol(): (1, thread, ops, activity, manager, entries, op_kind, close_op, open_counted_op,
-     * clears) */
+     * clears[, settlers]) */
     PyObject *thread, *ops, *activity, *manager, *entries, *op_kind, *close_op, *open_counted_op, *clears;
+    PyObject *settlers; /* callables run before "current" is read to open an op (usually none), or NULL */
     PyObject *reserved; /* frozenset of Triton's own keys */
     PyObject *general;  /* triton_hook._enter_general(data, items) */
     PyObject *tls_key;  /* our key in each thread state's dict: that thread's PerThread (a capsule) */
@@ -442,6 +443,14 @@ static PyObject *launch_enter(PyObject *self, PyObject *meta) {
         Py_DECREF(data);
         if (only_triton != 0) return only_triton < 0 ? NULL : Py_NewRef(Py_None);
     }
+    /* the settlers (plugins' own frames become the core's scopes), before "current" is read */
+    for (Py_ssize_t i = 0; g.settlers != NULL && i < PyList_GET_SIZE(g.settlers); ++i) {
+        PyObject *settler = Py_NewRef(PyList_GET_ITEM(g.settlers, i));
+        PyObject *r = PyObject_CallNoArgs(settler);
+        Py_DECREF(settler);
+        if (r == NULL) return NULL;
+        Py_DECREF(r);
+    }
     /* data = meta.get(); items = tuple(data.items()) */
     PyObject *data = PyObject_CallMethodNoArgs(meta, g.s_get);
     if (data == NULL) return NULL;
@@ -613,6 +622,8 @@ static PyObject *configure(PyObject *self, PyObject *args) {
     PyObject **slots[] = {&g.thread, &g.ops, &g.activity, &g.manager, &g.entries, &g.op_kind, &g.close_op,
                           &g.open_counted_op, &g.clears};
     for (int i = 0; i < 9; ++i) Py_XSETREF(*slots[i], Py_NewRef(PyTuple_GET_ITEM(protocol, i + 1)));
+    PyObject *settlers = PyTuple_GET_SIZE(protocol) >= 11 ? PyTuple_GET_ITEM(protocol, 10) : NULL;
+    Py_XSETREF(g.settlers, settlers != NULL && PyList_Check(settlers) ? Py_NewRef(settlers) : NULL);
     Py_XSETREF(g.reserved, Py_NewRef(reserved));
     Py_XSETREF(g.general, Py_NewRef(general));
     Py_XSETREF(g.tls_key, key); /* a new key: no thread keeps the state of an earlier configuration */

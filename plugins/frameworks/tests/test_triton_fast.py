@@ -17,7 +17,8 @@ import pytest
 
 import proton_core as proton
 from fwtest import install_fake_triton, load, node
-from proton_core.plugin_api import current_op, launch_op_protocol, thread_state
+from proton_core.plugin_api import (close_scope, current_op, launch_op_protocol, open_scope, register_settler,
+                                    thread_state, unregister_settler)
 from proton_core.testing import reset
 from proton_frameworks import triton_hook
 from proton_frameworks.testing import LazyDict
@@ -107,6 +108,33 @@ def test_repeated_launches_rename_and_count_exactly(tmp_path, fake, impl):
         taken = h.taken()
         assert taken["enter_slow"] == 1 and taken["enter_recalled"] + taken["enter_fast"] == n - 1
         assert taken["enter_recalled"] >= n - 2 and taken["exit_fast"] == n
+
+
+def test_a_launch_settles_plugins_frames_before_it_opens_its_op(tmp_path, fake, impl):
+    """Before the op of a launch is opened at the thread's context, the core's settlers run (a plugin's own
+    frames, such as the torch plugin's module calls, become scopes): the op nests under what they open, also
+    when the launch is one the native side recalls."""
+    h = Hooks(impl)
+    opened = []
+
+    def settler():
+        if pending:
+            pending.pop()
+            opened.append(open_scope("frame"))
+
+    proton.start(str(tmp_path / "p"), backend="fake")
+    register_settler(settler)
+    try:
+        for _ in range(3):
+            pending = [True]
+            h.launch(fake, "matmul_kernel", matmul, {"M": 4, "N": 4, "K": 4})
+            close_scope(opened[-1])
+    finally:
+        unregister_settler(settler)
+    proton.finalize()
+    root = load(tmp_path / "p.hatchet")[0]
+    assert [c["frame"]["name"] for c in root["children"]] == ["frame"]
+    assert node(root, "frame", "matmul_4x4x4")["metrics"]["count"] == 3
 
 
 def test_different_metadata_values_count_separately(tmp_path, fake, impl):

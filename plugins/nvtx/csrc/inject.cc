@@ -283,6 +283,7 @@ struct Core {
   PyObject* child = nullptr;    // TREE.child(parent, kind, name) -> id
   PyObject* kind = nullptr;     // "scope"
   PyObject* manager = nullptr;  // .setters, .tracing
+  PyObject* settlers = nullptr; // a list of callables run before the stack is read to open (usually empty)
   PyObject* s_stack = nullptr;
   PyObject* s_current = nullptr;
   PyObject* s_setters = nullptr;
@@ -334,6 +335,13 @@ PyObject* top_id(PyObject* stack) {
 
 // Open: the new id (new reference), nullptr with no error set = not the plain case, or an error.
 PyObject* fast_open(PyObject* name) {
+  for (Py_ssize_t i = 0; g_core.settlers != nullptr && i < PyList_GET_SIZE(g_core.settlers); ++i) {
+    PyObject* settler = Py_NewRef(PyList_GET_ITEM(g_core.settlers, i));
+    PyObject* r = PyObject_CallNoArgs(settler);
+    Py_DECREF(settler);
+    if (r == nullptr) return nullptr;
+    Py_DECREF(r);
+  }
   PyObject* d = thread_dict();
   PyObject* stack = d ? PyDict_GetItemWithError(d, g_core.s_stack) : nullptr;
   if (stack == nullptr || !PyList_Check(stack)) return nullptr;
@@ -551,7 +559,7 @@ PyObject* py_configure(PyObject*, PyObject* args, PyObject* kwargs) {
 PyObject* py_set_bridge(PyObject*, PyObject* args) {
   PyObject *push_fn, *pop_fn, *protocol = Py_None;
   if (!PyArg_ParseTuple(args, "OO|O", &push_fn, &pop_fn, &protocol)) return nullptr;
-  // (1, thread, index, child, scope_kind, manager, open, close): plugin_api.scope_stack_protocol()
+  // (1, thread, index, child, scope_kind, manager, open, close[, settlers]): plugin_api.scope_stack_protocol()
   if (protocol != Py_None && PyTuple_Check(protocol) && PyTuple_GET_SIZE(protocol) >= 6 &&
       PyLong_AsLong(PyTuple_GET_ITEM(protocol, 0)) == 1 && PyDict_Check(PyTuple_GET_ITEM(protocol, 2))) {
     PyObject** slots[] = {&g_core.thread, &g_core.index, &g_core.child, &g_core.kind, &g_core.manager};
@@ -560,6 +568,8 @@ PyObject* py_set_bridge(PyObject*, PyObject* args) {
       Py_INCREF(v);
       Py_XSETREF(*slots[i], v);
     }
+    PyObject* settlers = PyTuple_GET_SIZE(protocol) >= 9 ? PyTuple_GET_ITEM(protocol, 8) : nullptr;
+    Py_XSETREF(g_core.settlers, settlers != nullptr && PyList_Check(settlers) ? Py_NewRef(settlers) : nullptr);
     if (g_core.s_stack == nullptr) {
       g_core.s_stack = PyUnicode_InternFromString("stack");
       g_core.s_current = PyUnicode_InternFromString("current");
