@@ -6,9 +6,9 @@
 // interned into a context id of our own (kFirstId and up, named for the core
 // through this module); views, wrappers and re-dispatches resolve to their
 // parent's.  Where every running backend takes a context provider (capsule
-// "proton.native_context.v1", version 2), frames are resolved only when a launch
-// asks (``provide``): most records launch nothing and cost a push and a pop.  With
-// a backend of version 1 each frame is resolved at its entry and its id set as the
+// "proton.native_context.v1", version 2), an operator's frame is named at its
+// entry and nothing is set: a launch asks for the innermost frame's context
+// (``provide``).  With a backend of version 1 each frame's id is also set as the
 // thread's context, the previous one set again at its exit.
 //
 // Backward: autograd runs each node inside a FUNCTION record
@@ -413,6 +413,7 @@ struct PairHash {
 enum ModuleKind : uint8_t { kNoScope, kCoreScope, kOwnFrame };
 struct ModuleFrame {
   PyObject* module;  // a strong reference (left, not released, if the thread ends with the frame open)
+  PyObject* name;    // kOwnFrame: its name, a strong reference (settle opens it as the core's scope); else nullptr
   uint64_t ctx;
   uint64_t generation;
   ModuleKind kind;
@@ -424,6 +425,13 @@ struct ScopeSlot {
   PyObject* name;
   PyObject* ctx;
 };
+
+// Whether a context id of the core's is a plain scope's (plain_context), remembered per thread.
+struct PlainSlot {
+  uint64_t id;  // the id + 1; 0: empty
+  bool plain;
+};
+constexpr size_t kPlainSlots = 16;
 
 struct ThreadState;
 thread_local ThreadState* t_fast __attribute__((tls_model("initial-exec"))) = nullptr;  // see state()
@@ -446,6 +454,7 @@ struct ThreadState {
   std::vector<ModuleFrame> modules;
   PyObject* core_dict = nullptr;         // the core's threading.local dict of this thread
   std::unique_ptr<ScopeSlot[]> scopes;   // module scope ids
+  PlainSlot plain[kPlainSlots] = {};     // plain_context's answers
 
   ~ThreadState() {
     t_fast = nullptr;
@@ -623,11 +632,10 @@ void append_shapes(std::string& out, const at::RecordFunction& rf) {
 
 // ---------------------------------------------------------------- callbacks ----
 // Two ways to hand contexts to the backends, chosen by set_channels:
-// * providing (every running backend's capsule has set_provider, version 2): an operator's entry only
-//   pushes a frame. Nothing is named or set until a launch asks the provider (``provide``) for its
-//   context; then the open frames are resolved, each once. Most records launch nothing (views, shape
-//   and dtype checks, composite operators whose kernels run in the operator inside them), and pay for
-//   a push and a pop alone.
+// * providing (every running backend's capsule has set_provider, version 2): an operator's entry pushes
+//   its frame and names it (on_enter); nothing is set. A launch asks the provider (``provide``) for its
+//   context, the innermost frame's. Frames of other records (autograd's own "detach", say) are pushed
+//   open and named when something first needs them (``resolve_to``).
 // * publishing (a backend of version 1): each frame is resolved at its entry and its context set,
 //   and the previous one set again at its exit.
 // Input shapes (record_shapes) resolve each frame at its entry either way: the inputs are there only.
@@ -873,8 +881,13 @@ __attribute__((noinline)) std::unique_ptr<at::ObserverContext> enter_slow(const 
   return nullptr;
 }
 
-// An operator's entry, providing (g_fast): a frame pushed, nothing looked at. Everything else (a thread's first
+// An operator's entry, providing (g_fast): a frame pushed and named at once. Everything else (a thread's first
 // record, a record that is not an operator's, a full stack) takes enter_slow.
+//
+// Named now, not when a launch first asks: with the operators that launch nothing unobserved, nearly every
+// record left is named by some launch anyway, and here its schema is still in cache from the dispatch (the
+// provider runs inside the driver's launch, after it has evicted all this: measured on the H200, a launch's
+// provider took 470-690 ns naming frames there, torch_part_times.py).
 std::unique_ptr<at::ObserverContext> on_enter(const at::RecordFunction& rf) {
   PROTON_TIMED(kTimedEnter);
   if (__builtin_expect(observer_count(rf) != 1, 0)) another_observer();
@@ -882,6 +895,11 @@ std::unique_ptr<at::ObserverContext> on_enter(const at::RecordFunction& rf) {
   if (__builtin_expect(ts != nullptr && g_fast.load(std::memory_order_relaxed) && names_operator(rf), 1)) {
     if (__builtin_expect(!ts->frames.full(), 1)) {
       push_open(*ts, &rf, rf.seqNr(), 0);  // g_fast: not tracing
+      try {
+        resolve_to(*ts, ts->frames.size() - 1);
+      } catch (...) {  // left open: a launch or the exit names it
+        g_callback_errors.fetch_add(1, std::memory_order_relaxed);
+      }
       return nullptr;
     }
   }
@@ -992,6 +1010,7 @@ struct ModuleSupport {
   PyObject* zero = nullptr;
   Py_ssize_t any_offset = 0;         // ACTIVITY's "any" slot, 0: read it through getattr
   PyObject* manager_dict = nullptr;  // MANAGER.__dict__, where setters/tracing are read (nullptr: getattr)
+  PyObject* entries = nullptr;       // the core's context entries, id -> (parent, kind, name), or nullptr
 } g_mod;
 
 // Bumped each time the hooks are (re)installed: frames of an older install lost their post hook
@@ -1234,8 +1253,8 @@ int fast_close(ThreadState& ts, uint64_t id) {
 }
 
 PyObject* py_set_module_support(PyObject*, PyObject* args) {
-  PyObject *activity, *protocol;
-  if (!PyArg_ParseTuple(args, "OO", &activity, &protocol)) return nullptr;
+  PyObject *activity, *protocol, *entries = nullptr;
+  if (!PyArg_ParseTuple(args, "OO|O!", &activity, &protocol, &PyList_Type, &entries)) return nullptr;
   // (1, thread, index, child, scope_kind, manager, open_scope, close_scope): plugin_api.scope_stack_protocol()
   if (!PyTuple_Check(protocol) || PyTuple_GET_SIZE(protocol) < 8 || !PyLong_Check(PyTuple_GET_ITEM(protocol, 0)) ||
       PyLong_AsLong(PyTuple_GET_ITEM(protocol, 0)) != 1 || !PyDict_Check(PyTuple_GET_ITEM(protocol, 2))) {
@@ -1247,6 +1266,7 @@ PyObject* py_set_module_support(PyObject*, PyObject* args) {
                         &g_mod.close_scope};
   for (int i = 0; i < 7; ++i) Py_XSETREF(*slots[i], Py_NewRef(PyTuple_GET_ITEM(protocol, i + 1)));
   Py_XSETREF(g_mod.activity, Py_NewRef(activity));
+  Py_XSETREF(g_mod.entries, entries != nullptr ? Py_NewRef(entries) : nullptr);
   ++g_module_generation;
   if (g_mod.s_any == nullptr) {
     g_mod.s_any = PyUnicode_InternFromString("any");
@@ -1263,13 +1283,15 @@ PyObject* py_set_module_support(PyObject*, PyObject* args) {
   Py_RETURN_NONE;
 }
 
-// A frame of ours for a module called inside one of our records.
+// A frame of ours for a module call: inside one of our records, or anywhere while providing (see settle).
 uint64_t own_module_frame(ThreadState& ts, PyObject* name) {
   Py_ssize_t len;
   const char* text = PyUnicode_AsUTF8AndSize(name, &len);
   if (text == nullptr) return 0;
   uint64_t cur = effective(ts);
-  uint64_t ctx = lookup(ts, cur, text, size_t(len), uintptr_t(hash_bytes(text, size_t(len))), kModuleEntry);
+  // keyed by the str object (the parent's attribute name, or the class's __name__: kept alive by them); a hit
+  // is checked against the entry's copy of the text, so a str freed and another made at its address is told apart
+  uint64_t ctx = lookup(ts, cur, text, size_t(len), uintptr_t(name), kModuleEntry);
   Frame& f = push_frame(ts, nullptr, int64_t(at::sequence_number::peek()));  // its nodes: remember_sequence
   f.kind = kModule;
   f.ctx = ctx;
@@ -1298,6 +1320,95 @@ void close_core_scope(ThreadState& ts, uint64_t id) {
   }
 }
 
+// Close the module frame of ours with context ``ctx`` and the frames above it (records that lost their end).
+void close_own_module_frame(ThreadState& ts, uint64_t ctx) {
+  auto& frames = ts.frames;
+  size_t i = frames.size();
+  while (i > 0 && !(frames[i - 1].kind == kModule && frames[i - 1].rf == nullptr && frames[i - 1].ctx == ctx)) --i;
+  if (i > 0) {
+    while (frames.size() > i) pop_top(ts, false);
+    pop_top(ts, true);
+  }
+}
+
+// A module scope of the core's was opened: its id, for naming links (module_ids).
+void note_module_scope(uint64_t id) {
+  if (g_module_id_set.find(id) == g_module_id_set.end()) {  // find first: emplace would allocate every call
+    g_module_id_set.insert(id);
+    g_module_ids.push_back(id);
+  }
+}
+
+// Something is about to open a scope, state or op of the core's on this thread (the core calls the settlers,
+// plugin_api.register_settler): while only module frames of ours are open (no record), they become the core's
+// scopes, outermost first, as they would have been opened without g_fast, so what opens now nests under them.
+// Each frame is closed first, taking the sequence numbers of its nodes so far (remember_sequence), which
+// go under its own context, named as the scope that replaces it is. With a record open, nothing changes:
+// what opens inside a record wins over our frames, as it always has.
+void settle(ThreadState& ts) {
+  auto& frames = ts.frames;
+  size_t n = frames.size();
+  if (n == 0) return;
+  for (size_t i = 0; i < n; ++i)
+    if (frames[i].rf != nullptr || frames[i].kind != kModule) return;
+  // Their module calls: the innermost n of kind kOwnFrame, in the same order (checked by context).
+  auto& modules = ts.modules;
+  std::vector<size_t> owners;
+  for (size_t j = modules.size(); j > 0 && owners.size() < n; --j)
+    if (modules[j - 1].kind == kOwnFrame) owners.push_back(j - 1);
+  if (owners.size() != n) return;
+  for (size_t k = 0; k < n; ++k)
+    if (modules[owners[n - 1 - k]].ctx != frames[k].ctx || modules[owners[n - 1 - k]].name == nullptr) return;
+  while (!frames.empty()) pop_top(ts, true);
+  sweep_outside_frames(ts);
+  for (size_t k = n; k > 0; --k) {
+    ModuleFrame& m = modules[owners[k - 1]];
+    PyObject* ctx = fast_open(ts, m.name);
+    if (ctx == nullptr && !PyErr_Occurred()) ctx = PyObject_CallOneArg(g_mod.open_scope, m.name);
+    bool opened = ctx != nullptr;
+    uint64_t id = opened ? PyLong_AsUnsignedLongLong(ctx) : 0;
+    Py_XDECREF(ctx);
+    Py_CLEAR(m.name);
+    if (!opened || PyErr_Occurred()) {
+      PyErr_Clear();
+      g_callback_errors.fetch_add(1, std::memory_order_relaxed);
+      m.kind = kNoScope;
+      continue;
+    }
+    m.kind = kCoreScope;
+    m.ctx = id;
+    note_module_scope(id);
+  }
+}
+
+PyObject* py_settle(PyObject*, PyObject*) {
+  ThreadState* ts = t_fast;
+  if (ts != nullptr && !ts->frames.empty()) settle(*ts);
+  Py_RETURN_NONE;
+}
+
+// Whether the thread's context as last set, ``id``, is a plain scope's (or the root's, or a plugin's own): a
+// module call opened there as the core's scope would be its child. Not so under a state or op of the core's,
+// which stay the path's suffix below the scopes opened inside them (context.ThreadContext.recompute): there a
+// module call is the core's scope, as without g_fast. Ids are never reused: answers are kept per thread.
+bool plain_context(ThreadState& ts, uint64_t id) {
+  if (id == 0 || id >= (uint64_t(1) << 32)) return true;
+  PlainSlot& slot = ts.plain[id & (kPlainSlots - 1)];
+  if (slot.id == id + 1) return slot.plain;
+  PyObject* entries = g_mod.entries;
+  if (entries == nullptr || Py_ssize_t(id) >= PyList_GET_SIZE(entries)) return false;
+  PyObject* entry = PyList_GET_ITEM(entries, Py_ssize_t(id));
+  if (!PyTuple_Check(entry) || PyTuple_GET_SIZE(entry) < 2) return false;
+  PyObject* kind = PyTuple_GET_ITEM(entry, 1);
+  int plain = kind == g_mod.kind ? 1 : PyObject_RichCompareBool(kind, g_mod.kind, Py_EQ);
+  if (plain < 0) {
+    PyErr_Clear();
+    return false;
+  }
+  slot = PlainSlot{id + 1, plain == 1};
+  return plain == 1;
+}
+
 // Open a module call (``on``: ACTIVITY.any, else it gets no scope). Never raises into the user's forward:
 // a failure leaves this call without a scope. Called with no exception set.
 void module_enter(ThreadState& ts, PyObject* module, int on) {
@@ -1306,9 +1417,12 @@ void module_enter(ThreadState& ts, PyObject* module, int on) {
     ModuleFrame stale = modules.back();
     modules.pop_back();
     Py_DECREF(stale.module);
+    Py_XDECREF(stale.name);
     if (stale.kind == kCoreScope) {  // its scope is still open on the core's stack: closed if innermost
       python_close_scope(stale.ctx);
       if (PyErr_Occurred()) PyErr_Clear();
+    } else if (stale.kind == kOwnFrame) {  // its frame is still on ours: closed with those above it
+      close_own_module_frame(ts, stale.ctx);
     }
   }
   PyObject* name;
@@ -1318,7 +1432,10 @@ void module_enter(ThreadState& ts, PyObject* module, int on) {
   }
   uint64_t id = 0;
   ModuleKind kind = kNoScope;
-  if (name != nullptr && !ts.frames.empty() && g_on.load(std::memory_order_relaxed)) {
+  // A frame of ours inside a record, and anywhere while providing without a trace (g_fast): there a module
+  // call costs a push and a pop, and becomes the core's scope only if something opens one under it (settle).
+  if (name != nullptr && g_on.load(std::memory_order_relaxed) &&
+      (!ts.frames.empty() || (g_fast.load(std::memory_order_relaxed) && plain_context(ts, last_set(ts))))) {
     id = own_module_frame(ts, name);
     kind = id != 0 ? kOwnFrame : kNoScope;
   } else if (name != nullptr) {
@@ -1335,17 +1452,13 @@ void module_enter(ThreadState& ts, PyObject* module, int on) {
       kind = PyErr_Occurred() ? kNoScope : kCoreScope;
     }
   }
-  Py_XDECREF(name);
   if (PyErr_Occurred()) {
     PyErr_Clear();
     g_callback_errors.fetch_add(1, std::memory_order_relaxed);
   }
-  // find first: emplace would allocate a node on every module call only to drop it
-  if (kind == kCoreScope && g_module_id_set.find(id) == g_module_id_set.end()) {
-    g_module_id_set.insert(id);
-    g_module_ids.push_back(id);
-  }
-  modules.push_back(ModuleFrame{Py_NewRef(module), id, g_module_generation, kind});
+  if (kind == kCoreScope) note_module_scope(id);
+  if (kind != kOwnFrame) Py_CLEAR(name);  // kOwnFrame: the frame keeps the reference
+  modules.push_back(ModuleFrame{Py_NewRef(module), name, id, g_module_generation, kind});
 }
 
 // Close the module call ``module`` if it is the innermost one open (else its enter was not ours).
@@ -1355,14 +1468,9 @@ void module_exit(ThreadState& ts, PyObject* module) {
   ModuleFrame f = modules.back();
   modules.pop_back();
   Py_DECREF(f.module);  // the caller holds its own reference: still alive here
+  Py_XDECREF(f.name);
   if (f.kind == kOwnFrame) {
-    auto& frames = ts.frames;
-    size_t i = frames.size();
-    while (i > 0 && !(frames[i - 1].kind == kModule && frames[i - 1].ctx == f.ctx)) --i;
-    if (i > 0) {
-      while (frames.size() > i) pop_top(ts, false);
-      pop_top(ts, true);
-    }
+    close_own_module_frame(ts, f.ctx);
   } else if (f.kind == kCoreScope) {
     sweep_outside_frames(ts);
     close_core_scope(ts, f.ctx);
@@ -1805,7 +1913,8 @@ PyMethodDef kMethods[] = {
      "forward context, known) | None"},
     {"intern", py_intern, METH_VARARGS, "intern(parent, name) -> the id of that context"},
     {"set_module_support", py_set_module_support, METH_VARARGS,
-     "set_module_support(activity, scope_stack_protocol): what module_pre_hook/module_post_hook use"},
+     "set_module_support(activity, scope_stack_protocol, entries=None): what module_pre_hook/module_post_hook "
+     "use (entries: the core's context entries, launch_op_protocol()[5]: module frames of ours need them)"},
     {"module_pre_hook", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(py_module_pre_hook)),
      METH_FASTCALL, "module_pre_hook(module, args): a global nn.Module forward pre hook"},
     {"module_post_hook", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(py_module_post_hook)),
@@ -1816,6 +1925,9 @@ PyMethodDef kMethods[] = {
     {"set_module_call", py_set_module_call, METH_O,
      "set_module_call(on): whether the module_call descriptor opens modules (off: it only calls the original)"},
     {"module_ids", py_module_ids, METH_NOARGS, "module_ids() -> the ids of the module scopes of the core opened"},
+    {"settle", py_settle, METH_NOARGS,
+     "settle(): the calling thread's module frames of ours (no record open) become the core's scopes (a settler "
+     "of plugin_api.register_settler)"},
     {"backward_enter", py_backward_enter, METH_NOARGS,
      "backward_enter() -> token: publish the calling thread's context for autograd's threads"},
     {"backward_exit", py_backward_exit, METH_O, "backward_exit(token): undo backward_enter"},

@@ -17,7 +17,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import proton_core as proton  # noqa: E402
-from proton_core.plugin_api import open_scopes  # noqa: E402
+from proton_core.plugin_api import close_op, open_op, open_scopes  # noqa: E402
 from proton_core.testing import child, load_profile  # noqa: E402
 
 from proton_frameworks import torch_ops  # noqa: E402
@@ -320,20 +320,97 @@ def test_a_backend_of_the_first_capsule_version_gets_a_context_per_operator(tmp_
     assert seen and seen[0] != outer and C.entry(seen[0])[2] == "proton_v1_test::probe"
 
 
-def test_providing_names_only_operators_that_launch(tmp_path, native_fake, request):
-    if request.node.callspec.params["native_fake"] != "provider":
-        pytest.skip("publishing names every operator at its entry")
+def test_operators_are_named_once_at_entry_yet_only_launches_make_nodes(tmp_path, native_fake):
+    """An operator's frame is named when it opens (its schema is in cache then), once per (parent, name):
+    running the same operators again interns nothing new, and an operator that launched nothing has no
+    node in the profile."""
     x = torch.ones(4, 4)
-    proton.start(str(tmp_path / "lazy"), backend="fake", hook="torch")
-    before = C.stats()["entries"]
-    for _ in range(50):
-        torch.mm(x, x).t().contiguous().sum()  # no launch: nothing asks for a context
-    assert C.stats()["entries"] == before
-    with KernelEmulator(native_fake):
-        torch.mm(x, x)
+    proton.start(str(tmp_path / "named"), backend="fake", hook="torch")
+    where = f"named at entry {tmp_path.name}"
+    with proton.scope(where):  # a parent no other test (or run of this one) used: its operators are new entries
+        before = C.stats()["entries"]
+        torch.mm(x, x).t().contiguous().sum()  # no launch
+        once = C.stats()["entries"]
+        for _ in range(50):
+            torch.mm(x, x).t().contiguous().sum()
+        assert C.stats()["entries"] == once
+        named = [C.entry(i)[2] for i in range(before + C.FIRST_ID, C.FIRST_ID + once)]
+        assert "aten::mm" in named and "aten::sum" in named
+        assert "aten::t" not in named  # left unobserved: torch builds no record for it
+        with KernelEmulator(native_fake):
+            torch.mm(x, x)
     proton.finalize()
-    named = [C.entry(i)[2] for i in range(before + C.FIRST_ID, C.FIRST_ID + C.stats()["entries"])]
-    assert "aten::mm" in named and "aten::sum" not in named
+    root = child(load_profile(str(tmp_path / "named.hatchet"))[0], where)
+    assert [c["frame"]["name"] for c in root["children"]] == ["aten::mm"]
+    assert count(root, "aten::mm", "cpu_mm") == 1
+
+
+class Annotated(torch.nn.Module):
+    """A forward that launches a kernel of its own (as a Triton kernel would), opens a scope and an op of the
+    core's, around a submodule and an operator."""
+
+    def __init__(self, fake):
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 4)
+        self.fake = fake
+
+    def forward(self, x):
+        self.fake.launch("own_kernel", 1)
+        with proton.scope("inner"):
+            y = self.fc(x)
+            self.fake.launch("scoped_kernel", 1)
+        open_op("an_op")
+        self.fake.launch("op_kernel", 1)
+        close_op()
+        return torch.relu(y)
+
+
+def test_what_a_module_opens_nests_under_it_and_a_plain_module_opens_no_scope(tmp_path, native_fake, request):
+    """Module calls are frames of ours while nothing else opens (providing): a launch outside any operator goes
+    under the module, and a scope or op the forward opens turns the open modules into the core's scopes first
+    (the settler), so it nests under them; a module whose forward opens nothing opens no scope of the core's."""
+    providing = request.node.callspec.params["native_fake"] == "provider"
+    x = torch.ones(2, 4)
+    model, plain = Annotated(native_fake), Net()
+    proton.start(str(tmp_path / "m"), backend="fake", hook="torch")
+    step = f"step {tmp_path.name}"  # module scopes under it are new ids (ids of the core's last the process)
+    with KernelEmulator(native_fake), proton.scope(step):
+        model(x)
+        before = len(C.module_ids())
+        plain(torch.ones(2, 8))
+        assert (len(C.module_ids()) == before) == providing  # publishing opens each module as a scope
+    proton.finalize()
+    root = child(load_profile(str(tmp_path / "m.hatchet"))[0], step)
+    assert count(root, "Annotated", "own_kernel") == 1
+    assert count(root, "Annotated", "inner", "fc", "aten::linear", "aten::addmm", "cpu_addmm") == 1
+    assert count(root, "Annotated", "inner", "scoped_kernel") == 1
+    assert count(root, "Annotated", "an_op") == 1  # the op names the kernel it launches
+    assert count(root, "Annotated", "aten::relu", "cpu_relu") == 1
+    assert count(root, "Net", "fc1", "aten::linear", "aten::addmm", "cpu_addmm") == 1
+    assert count(root, "Net", "act", "aten::relu", "cpu_relu") == 1
+    assert sorted(names(root)) == ["Annotated", "Net"]
+
+
+def test_a_state_in_a_forward_keeps_the_module_path_and_stays_the_suffix(tmp_path, native_fake):
+    class Stateful(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = torch.nn.Linear(4, 4)
+
+        def forward(self, x):
+            with proton.state("fp32"):
+                names_here = open_scopes()
+                return self.fc(x), names_here
+
+    proton.start(str(tmp_path / "st"), backend="fake", hook="torch")
+    with KernelEmulator(native_fake), proton.scope("step"):
+        _, seen = Stateful()(torch.ones(2, 4))
+    proton.finalize()
+    assert seen == ["step", "Stateful"]
+    root = child(load_profile(str(tmp_path / "st.hatchet"))[0], "step", "Stateful")
+    found = find_all(root, lambda n: n == "cpu_addmm")
+    # a state stays the suffix of the scopes opened inside it: fc opens as the core's scope, as it always has
+    assert [path for path, _ in found] == [("fc", "fp32", "aten::linear", "aten::addmm", "cpu_addmm")]
 
 
 def test_the_null_observer_benchmark_anchor_leaves_our_callbacks_alone(tmp_path, native_fake):

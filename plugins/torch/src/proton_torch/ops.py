@@ -17,11 +17,14 @@ from proton_core.plugin_api import (
     ACTIVITY,
     add_scope_event,
     context_names,
+    launch_op_protocol,
     native_context_setters,
     open_sessions,
     register_context_ids,
     register_internal_path,
+    register_settler,
     scope_stack_protocol,
+    unregister_settler,
     warn,
 )
 
@@ -133,7 +136,7 @@ def module_hooks():
     """(pre, post): the global nn.Module forward hooks of the native side (C functions), for
     ``register_module_forward_pre_hook`` and ``register_module_forward_hook(..., always_call=True)``."""
     native = load()
-    native.set_module_support(ACTIVITY, scope_stack_protocol())
+    native.set_module_support(ACTIVITY, scope_stack_protocol(), launch_op_protocol()[5])
     return native.module_pre_hook, native.module_post_hook
 
 
@@ -243,6 +246,7 @@ def start(shapes: bool = False) -> None:
     native.set_channels(native_context_setters(), provide=providing_wanted())
     native.set_tracing(_tracing())
     native.enable(shapes=bool(shapes), observe_all=observe_all_wanted())
+    register_settler(native.settle)  # module frames kept natively become scopes before anything opens under them
     STATE["patched"] = _patch_backward(native)
     STATE["on"], STATE["shapes"] = True, bool(shapes)
 
@@ -254,6 +258,7 @@ def stop() -> None:
     if not STATE["on"]:
         return
     native.disable()
+    unregister_settler(native.settle)
     if _tracing():
         drain()  # what a tracing session without hook="torch" saw while the callbacks ran
     else:
