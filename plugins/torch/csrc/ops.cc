@@ -69,6 +69,7 @@
 using proton_torch::launches_nothing;
 using proton_torch_internals::names_operator;
 using proton_torch_internals::observer_count;
+using proton_torch_internals::operator_schema;
 
 namespace {
 
@@ -110,6 +111,22 @@ std::mutex g_enable_mu;
 std::atomic<bool> g_unobserved{false};
 bool g_other_observer = false;  // under g_enable_mu
 bool g_observe_all = false;     // under g_enable_mu: enable(observe_all=), at each start
+// Bumped whenever an operator is removed from the dispatcher: a schema's address then may come to name another
+// operator, so what classify_operator remembered by address is dropped. Its listener is added at the first enable.
+std::atomic<uint32_t> g_schema_generation{1};
+
+struct SchemaListener final : c10::OpRegistrationListener {
+  void onOperatorRegistered(const c10::OperatorHandle&) override {}
+  void onOperatorDeregistered(const c10::OperatorHandle&) override { g_schema_generation.fetch_add(1); }
+};
+
+void listen_for_removed_operators() {
+  static c10::RegistrationHandleRAII* handle = nullptr;  // kept for the process
+  if (handle == nullptr)
+    handle = new c10::RegistrationHandleRAII(
+        c10::Dispatcher::singleton().addRegistrationListener(std::make_unique<SchemaListener>()));
+}
+
 // Bumped at each enable: a thread's sequence numbers from before it are no business of the sweeps.
 std::atomic<uint64_t> g_sweep_epoch{1};
 
@@ -354,6 +371,7 @@ enum Kind : uint8_t {
 
 struct Frame {
   const at::RecordFunction* rf;  // nullptr for module frames
+  const void* schema;  // an operator's frame entered on the fast path: its schema's address (classify_operator)
   const char* name;  // once resolved: the record's name (valid while it is open)
   uint64_t ctx;      // once resolved: the context of what runs inside
   uint64_t prev;     // publishing: the context to set again at exit
@@ -403,6 +421,16 @@ struct CacheSlot {
   uint64_t id;
 };
 
+// (parent context, operator schema) -> how classify named a frame of that operator there (classify_operator).
+struct OperatorSlot {
+  uint64_t parent;
+  const void* schema;
+  const char* name;  // the frame's name as classify set it (the schema's, or the entry's copy: both stay)
+  uint64_t id;       // kOp: the frame's context
+  uint32_t generation;  // g_schema_generation when filled
+  Kind kind;            // kOp or kPass
+};
+
 struct PairHash {
   size_t operator()(const std::pair<uint64_t, uint64_t>& p) const {
     return size_t(p.first * 0x9E3779B97F4A7C15ull ^ (p.second + 0x632BE59BD9B4E019ull));
@@ -440,6 +468,7 @@ struct ThreadState {
   FrameStack frames;
   uint64_t base = 0;     // providing: the thread's context as last set when its outermost frame opened
   std::unique_ptr<CacheSlot[]> cache;
+  std::unique_ptr<OperatorSlot[]> operators;  // classify_operator's cache
   std::unordered_map<std::pair<uint64_t, uint64_t>, uint64_t, PairHash> links;  // (B, F) -> link id (B known)
   SeqRing* ring = nullptr;
   int64_t swept = 0;            // sequence numbers below this one are accounted for (sweep)
@@ -713,6 +742,26 @@ uint64_t resolve_to(ThreadState& ts, size_t top) {
   return frames[top].ctx;
 }
 
+// classify() for an operator's frame entered on the fast path, keyed by its schema's address: that names one
+// operator for as long as the operator is registered (g_schema_generation changes when any is removed), so a
+// hit reads neither the schema nor a name (each a cache miss on a GPU host, where the driver's launches evict
+// them between steps). What classify decides for a frame depends only on its parent and its name (tracing,
+// which also counts, never takes this path), so it is kept per (parent, schema).
+void classify_operator(ThreadState& ts, size_t i, uint64_t parent) {
+  Frame& f = ts.frames[i];
+  uint32_t generation = g_schema_generation.load(std::memory_order_relaxed);
+  if (!ts.operators) ts.operators.reset(new OperatorSlot[kCacheSlots]());
+  OperatorSlot& slot = ts.operators[mix(parent, uintptr_t(f.schema)) & (kCacheSlots - 1)];
+  if (slot.generation == generation && slot.parent == parent && slot.schema == f.schema) {
+    f.name = slot.name;
+    f.kind = slot.kind;
+    f.ctx = slot.kind == kOp ? slot.id : parent;
+    return;
+  }
+  classify(ts, i, parent, nullptr);
+  slot = OperatorSlot{parent, f.schema, f.name, f.ctx, generation, f.kind};
+}
+
 // The thread's context now, given the one last ``set``: providing, its innermost frame's, unless something
 // set another inside our frames (an NVTX range or a Python scope, which then wins).
 uint64_t answer(ThreadState& ts, uint64_t set) {
@@ -791,7 +840,7 @@ __attribute__((noinline)) void open_outermost(ThreadState& ts) {
 __attribute__((always_inline)) inline Frame& push_open(ThreadState& ts, const at::RecordFunction* rf, int64_t seq,
                                                        uint64_t start) {
   if (ts.frames.empty()) open_outermost(ts);
-  ts.frames.push_back(Frame{rf, nullptr, 0, 0, start, seq, kOpen, false});
+  ts.frames.push_back(Frame{rf, nullptr, nullptr, 0, 0, start, seq, kOpen, false});
   return ts.frames.back();
 }
 
@@ -894,9 +943,12 @@ std::unique_ptr<at::ObserverContext> on_enter(const at::RecordFunction& rf) {
   ThreadState* ts = t_fast;
   if (__builtin_expect(ts != nullptr && g_fast.load(std::memory_order_relaxed) && names_operator(rf), 1)) {
     if (__builtin_expect(!ts->frames.full(), 1)) {
-      push_open(*ts, &rf, rf.seqNr(), 0);  // g_fast: not tracing
+      push_open(*ts, &rf, rf.seqNr(), 0).schema = operator_schema(rf);  // g_fast: not tracing
       try {
-        resolve_to(*ts, ts->frames.size() - 1);
+        auto& frames = ts->frames;
+        size_t i = frames.size() - 1;
+        uint64_t parent = i == 0 ? ts->base : frames[i - 1].kind == kOpen ? resolve_to(*ts, i - 1) : frames[i - 1].ctx;
+        classify_operator(*ts, i, parent);
       } catch (...) {  // left open: a launch or the exit names it
         g_callback_errors.fetch_add(1, std::memory_order_relaxed);
       }
@@ -1591,6 +1643,7 @@ bool set_callbacks(bool on, bool shapes, bool observe_all = false) {
   }
   g_shapes.store(shapes);
   bool starting = on && !g_on.load();
+  if (starting) listen_for_removed_operators();
   if (on && g_handle == at::INVALID_CALLBACK_HANDLE) g_handle = add_callbacks(&on_enter, &on_exit, shapes);
   if (starting) {
     g_other_observer = false;
@@ -1830,7 +1883,7 @@ PyObject* py_stats(PyObject*, PyObject*) {
     std::lock_guard<std::mutex> g(g_intern_mu);
     entries = g_entries.size();
   }
-  return Py_BuildValue("{s:O,s:O,s:O,s:O,s:i,s:n,s:K,s:K,s:K,s:K,s:K,s:n}", "enabled",
+  return Py_BuildValue("{s:O,s:O,s:O,s:O,s:i,s:n,s:K,s:K,s:K,s:K,s:K,s:n,s:I}", "enabled",
                        g_on.load() ? Py_True : Py_False, "providing", g_providing.load() ? Py_True : Py_False,
                        "unobserved", g_unobserved.load() ? Py_True : Py_False,
                        "shapes", g_shapes.load() ? Py_True : Py_False, "channels", g_nchannels.load(), "entries",
@@ -1838,7 +1891,8 @@ PyObject* py_stats(PyObject*, PyObject*) {
                        (unsigned long long)g_unlinked.load(), "misnested", (unsigned long long)g_misnested.load(),
                        "callback_errors", (unsigned long long)g_callback_errors.load(), "dropped_events",
                        (unsigned long long)g_dropped_events.load(), "open_frames_this_thread",
-                       Py_ssize_t(state().frames.size()));
+                       Py_ssize_t(state().frames.size()), "schema_generation",
+                       (unsigned int)g_schema_generation.load());
 }
 
 PyObject* py_reset_stats(PyObject*, PyObject*) {

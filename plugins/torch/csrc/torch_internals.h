@@ -42,6 +42,11 @@ template struct Steal<&c10::impl::OperatorEntry::is_observed_, ObservedTag>;
 // the record alone; the operator's name lies in its schema, rarely in cache.
 inline bool names_operator(const at::RecordFunction& rf) { return (rf.*steal(RecordFnTag{})).index() == 1; }
 
+// The schema of the operator a record names (names_operator(rf) must hold): its address, nothing of it read.
+inline const void* operator_schema(const at::RecordFunction& rf) {
+  return &std::get<1>(rf.*steal(RecordFnTag{})).get();
+}
+
 // How many observers this record runs: 1 where ours is the only one.
 inline size_t observer_count(const at::RecordFunction& rf) {
   return (rf.*steal(StepCallbacksTag{})).callbacks_.size();

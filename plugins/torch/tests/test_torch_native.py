@@ -413,6 +413,35 @@ def test_a_state_in_a_forward_keeps_the_module_path_and_stays_the_suffix(tmp_pat
     assert [path for path, _ in found] == [("fc", "fp32", "aten::linear", "aten::addmm", "cpu_addmm")]
 
 
+def test_an_operator_removed_and_another_registered_is_named_afresh(tmp_path, native_fake):
+    """Frames are named from a cache keyed by the operator's schema address; removing an operator from the
+    dispatcher drops it, so an operator registered later (perhaps at the same address) gets its own name."""
+    def define(name):
+        lib = torch.library.Library("proton_cache_test", "DEF")
+        lib.define(f"{name}(Tensor x) -> Tensor")
+        lib.impl(name, lambda x: x * 2, "CompositeExplicitAutograd")
+        return lib, getattr(torch.ops.proton_cache_test, name)
+
+    x = torch.ones(2)
+    kernels = {"proton_cache_test::first", "proton_cache_test::second"}
+    proton.start(str(tmp_path / "r"), backend="fake", hook="torch")
+    with KernelEmulator(native_fake, kernels), proton.scope("reg"):
+        lib, op = define("first")
+        op(x)
+        op(x)
+        generation = C.stats()["schema_generation"]
+        lib._destroy()
+        del lib, op
+        assert C.stats()["schema_generation"] > generation
+        lib, op = define("second")
+        op(x)
+    proton.finalize()
+    lib._destroy()
+    root = child(load_profile(str(tmp_path / "r.hatchet"))[0], "reg")
+    assert count(root, "proton_cache_test::first", "cpu_first") == 2
+    assert count(root, "proton_cache_test::second", "cpu_second") == 1
+
+
 def test_the_null_observer_benchmark_anchor_leaves_our_callbacks_alone(tmp_path, native_fake):
     """benchmarks' floor-record-function registers do-nothing callbacks beside ours; adding and removing
     them (twice each) must not remove ours."""
