@@ -27,7 +27,7 @@ from proton_core.errors import ProtonError
 from proton_core.plugin_api import (close_op, close_scope, innermost_scope, open_op, open_scope, open_scopes,
                                     register_settler, scope_depth, unregister_settler)
 from proton_core.session import MANAGER
-from proton_core.testing import reset, run_threads
+from proton_core.testing import PendingScope, reset, run_threads
 
 FAST = scope_module._FAST
 
@@ -265,30 +265,11 @@ def function_pair(out, trail, fake):
     trail.append(("after", proton.exit_scope() if THREAD.stack else None))
 
 
-class OneFrame:
-    """A settler standing in for a plugin's own frames: after ``keep()``, its next call opens scope "frame"."""
-
-    def __init__(self, trail):
-        self.trail, self.pending, self.calls = trail, False, 0
-
-    def keep(self):
-        self.pending = True
-
-    def __call__(self):
-        self.calls += 1
-        if self.pending:
-            self.pending = False
-            self.trail.append(("settled", open_scope("frame")))
-
-    def close(self):
-        close_scope(THREAD.stack[-1][0])
-
-
 def settled(out, trail, fake):
     """Whatever opens under the thread's context (a scope object, the function pair, a state, an op of a
     launch hook, plugin_api.open_scope) or reads its scopes calls the settlers first."""
     start(out, trail)
-    frame = OneFrame(trail)
+    frame = PendingScope()
     register_settler(frame)
     register_settler(frame)  # once only
     try:
@@ -320,6 +301,7 @@ def settled(out, trail, fake):
             trail.append((read.__name__, read()))
             frame.close()
         snapshot(trail, "settled")
+        trail.append(("opened", frame.opened))
     finally:
         unregister_settler(frame)
     calls = frame.calls

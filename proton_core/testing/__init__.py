@@ -13,6 +13,7 @@ It gives:
 * the ``gpu`` marker: such tests are skipped, with the reason, where no
   CUDA GPU with a working CUPTI backend is present;
 * :func:`build_library` and :func:`native_context_capsule` for tests of native paths,
+  :class:`PendingScope`, a settler standing in for a plugin's own frames,
 * :func:`load_profile` and :func:`child` to read written profiles,
   :func:`open_session_ids` and :func:`get_plugins` to inspect the core.
 """
@@ -31,12 +32,13 @@ from ..plugins import get_plugins
 from ..session import MANAGER
 from .contract import BackendContract, Driver, chains
 from .native import NoCompiler, build_library, native_context_capsule
+from .settlers import PendingScope
 from .synthetic import SyntheticBackend, SyntheticDriver, SyntheticPlugin
 
 __all__ = [
     "SyntheticBackend", "SyntheticDriver", "BackendContract", "Driver", "chains", "use_synthetic_backend", "reset",
     "open_session_ids", "get_plugins", "gpu_missing_reason", "load_profile", "child",
-    "NoCompiler", "build_library", "native_context_capsule", "run_threads",
+    "NoCompiler", "build_library", "native_context_capsule", "run_threads", "PendingScope",
 ]
 
 

@@ -17,9 +17,8 @@ import pytest
 
 import proton_core as proton
 from fwtest import install_fake_triton, load, node
-from proton_core.plugin_api import (close_scope, current_op, launch_op_protocol, open_scope, register_settler,
-                                    thread_state, unregister_settler)
-from proton_core.testing import reset
+from proton_core.plugin_api import current_op, launch_op_protocol, register_settler, thread_state, unregister_settler
+from proton_core.testing import PendingScope, reset
 from proton_frameworks import triton_hook
 from proton_frameworks.testing import LazyDict
 
@@ -115,22 +114,16 @@ def test_a_launch_settles_plugins_frames_before_it_opens_its_op(tmp_path, fake, 
     frames, such as the torch plugin's module calls, become scopes): the op nests under what they open, also
     when the launch is one the native side recalls."""
     h = Hooks(impl)
-    opened = []
-
-    def settler():
-        if pending:
-            pending.pop()
-            opened.append(open_scope("frame"))
-
+    frame = PendingScope()
     proton.start(str(tmp_path / "p"), backend="fake")
-    register_settler(settler)
+    register_settler(frame)
     try:
         for _ in range(3):
-            pending = [True]
+            frame.keep()
             h.launch(fake, "matmul_kernel", matmul, {"M": 4, "N": 4, "K": 4})
-            close_scope(opened[-1])
+            frame.close()
     finally:
-        unregister_settler(settler)
+        unregister_settler(frame)
     proton.finalize()
     root = load(tmp_path / "p.hatchet")[0]
     assert [c["frame"]["name"] for c in root["children"]] == ["frame"]

@@ -12,9 +12,8 @@ import threading
 import pytest
 
 import proton_core as proton
-from proton_core.plugin_api import close_scope, context_names, innermost_scope, open_scope, register_settler, \
-    unregister_settler
-from proton_core.testing import child, load_profile
+from proton_core.plugin_api import context_names, innermost_scope, register_settler, unregister_settler
+from proton_core.testing import PendingScope, child, load_profile
 
 from conftest import run_thread
 
@@ -54,22 +53,17 @@ def test_nvtx_ranges_nest_with_proton_scopes_in_program_order(tmp_path, fake):
 def test_a_range_pushed_with_the_gil_settles_plugins_frames_first(tmp_path, fake):
     """Before a range opens as a scope, the core's settlers run (a plugin's own frames, such as the torch
     plugin's module calls, become scopes): the range nests under what they open."""
-    pending, opened = [True], []
-
-    def settler():
-        if pending:
-            pending.pop()
-            opened.append(open_scope("frame"))
-
+    frame = PendingScope()
     proton.start(str(tmp_path / "p"), backend="fake")
-    register_settler(settler)
+    register_settler(frame)
     try:
+        frame.keep()
         nvtx.push_range("range")
         fake.launch("k", 100)
         nvtx.pop_range()
-        close_scope(opened[0])
+        frame.close()
     finally:
-        unregister_settler(settler)
+        unregister_settler(frame)
     proton.finalize()
     root = load_profile(str(tmp_path / "p.hatchet"))[0]
     assert child(root, "frame", "range", "k")["metrics"]["count"] == 1
