@@ -934,9 +934,9 @@ __attribute__((noinline)) std::unique_ptr<at::ObserverContext> enter_slow(const 
 // record, a record that is not an operator's, a full stack) takes enter_slow.
 //
 // Named now, not when a launch first asks: with the operators that launch nothing unobserved, nearly every
-// record left is named by some launch anyway, and here its schema is still in cache from the dispatch (the
-// provider runs inside the driver's launch, after it has evicted all this: measured on the H200, a launch's
-// provider took 470-690 ns naming frames there, torch_part_times.py).
+// record left is named by some launch anyway, and here the name comes from classify_operator's cache by the
+// schema's address, which the record holds, without reading the schema (on the H200, a launch's provider took
+// 470-690 ns naming frames from their schemas, all cache misses; torch_part_times.py).
 std::unique_ptr<at::ObserverContext> on_enter(const at::RecordFunction& rf) {
   PROTON_TIMED(kTimedEnter);
   if (__builtin_expect(observer_count(rf) != 1, 0)) another_observer();
