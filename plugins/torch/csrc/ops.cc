@@ -1376,19 +1376,31 @@ void close_core_scope(ThreadState& ts, uint64_t id) {
 void close_own_module_frame(ThreadState& ts, uint64_t ctx) {
   auto& frames = ts.frames;
   size_t i = frames.size();
-  while (i > 0 && !(frames[i - 1].kind == kModule && frames[i - 1].rf == nullptr && frames[i - 1].ctx == ctx)) --i;
+  while (i > 0 && !(frames[i - 1].kind == kModule && frames[i - 1].ctx == ctx)) --i;
   if (i > 0) {
     while (frames.size() > i) pop_top(ts, false);
     pop_top(ts, true);
   }
 }
 
-// A module scope of the core's was opened: its id, for naming links (module_ids).
-void note_module_scope(uint64_t id) {
-  if (g_module_id_set.find(id) == g_module_id_set.end()) {  // find first: emplace would allocate every call
-    g_module_id_set.insert(id);
-    g_module_ids.push_back(id);
+// Open module ``name`` as a scope of the core's (its id in *id, kept for naming links: module_ids); false, with
+// any exception left set, if it did not open.
+bool open_module_scope(ThreadState& ts, PyObject* name, uint64_t* id) {
+  PyObject* ctx;
+  {
+    PROTON_TIMED(kTimedFastOpen);
+    ctx = fast_open(ts, name);
   }
+  if (ctx == nullptr && !PyErr_Occurred()) ctx = PyObject_CallOneArg(g_mod.open_scope, name);
+  if (ctx == nullptr) return false;
+  *id = PyLong_AsUnsignedLongLong(ctx);
+  Py_DECREF(ctx);
+  if (PyErr_Occurred()) return false;
+  if (g_module_id_set.find(*id) == g_module_id_set.end()) {  // find first: emplace would allocate every call
+    g_module_id_set.insert(*id);
+    g_module_ids.push_back(*id);
+  }
+  return true;
 }
 
 // Something is about to open a scope, state or op of the core's on this thread (the core calls the settlers,
@@ -1402,7 +1414,7 @@ void settle(ThreadState& ts) {
   size_t n = frames.size();
   if (n == 0) return;
   for (size_t i = 0; i < n; ++i)
-    if (frames[i].rf != nullptr || frames[i].kind != kModule) return;
+    if (frames[i].kind != kModule) return;  // a record's frame: never kModule
   // Their module calls: the innermost n of kind kOwnFrame, in the same order (checked by context).
   auto& modules = ts.modules;
   std::vector<size_t> owners;
@@ -1415,21 +1427,14 @@ void settle(ThreadState& ts) {
   sweep_outside_frames(ts);
   for (size_t k = n; k > 0; --k) {
     ModuleFrame& m = modules[owners[k - 1]];
-    PyObject* ctx = fast_open(ts, m.name);
-    if (ctx == nullptr && !PyErr_Occurred()) ctx = PyObject_CallOneArg(g_mod.open_scope, m.name);
-    bool opened = ctx != nullptr;
-    uint64_t id = opened ? PyLong_AsUnsignedLongLong(ctx) : 0;
-    Py_XDECREF(ctx);
+    uint64_t id = 0;
+    m.kind = open_module_scope(ts, m.name, &id) ? kCoreScope : kNoScope;
+    m.ctx = id;
     Py_CLEAR(m.name);
-    if (!opened || PyErr_Occurred()) {
+    if (PyErr_Occurred()) {
       PyErr_Clear();
       g_callback_errors.fetch_add(1, std::memory_order_relaxed);
-      m.kind = kNoScope;
-      continue;
     }
-    m.kind = kCoreScope;
-    m.ctx = id;
-    note_module_scope(id);
   }
 }
 
@@ -1492,23 +1497,12 @@ void module_enter(ThreadState& ts, PyObject* module, int on) {
     kind = id != 0 ? kOwnFrame : kNoScope;
   } else if (name != nullptr) {
     sweep_outside_frames(ts);
-    PyObject* ctx;
-    {
-      PROTON_TIMED(kTimedFastOpen);
-      ctx = fast_open(ts, name);
-    }
-    if (ctx == nullptr && !PyErr_Occurred()) ctx = PyObject_CallOneArg(g_mod.open_scope, name);
-    if (ctx != nullptr) {
-      id = PyLong_AsUnsignedLongLong(ctx);
-      Py_DECREF(ctx);
-      kind = PyErr_Occurred() ? kNoScope : kCoreScope;
-    }
+    kind = open_module_scope(ts, name, &id) ? kCoreScope : kNoScope;
   }
   if (PyErr_Occurred()) {
     PyErr_Clear();
     g_callback_errors.fetch_add(1, std::memory_order_relaxed);
   }
-  if (kind == kCoreScope) note_module_scope(id);
   if (kind != kOwnFrame) Py_CLEAR(name);  // kOwnFrame: the frame keeps the reference
   modules.push_back(ModuleFrame{Py_NewRef(module), name, id, g_module_generation, kind});
 }
