@@ -14,7 +14,12 @@ time) with these profilers added to benchmarks/profilers.py's:
 - ``ours-nowrap``: ``hook="torch"`` without the backward-call wrapper (links then lack the engine call's
   context, so they are named another way: not a pure subtraction);
 - ``ours-all``: every operator observed (``PROTON_TORCH_OBSERVE_ALL=1``);
-- ``ours-noprov``: a context set per operator instead of the provider (``PROTON_TORCH_PROVIDER=0``).
+- ``ours-noprov``: a context set per operator instead of the provider (``PROTON_TORCH_PROVIDER=0``);
+- ``floor-null-hidden``: the anchor with the operators that launch nothing unobserved, as ``hook="torch"``
+  leaves them: what torch's records alone cost at our record count;
+- ``ours-empty``: ``hook="torch"`` with its callbacks replaced by the null observer, hiding kept (module
+  frames, the backward-call wrapper, the provider and the session stay): ours minus it is what our
+  callbacks' bodies cost, caches they disturb included, which their timers (torch_part_times.py) miss.
 
 Differences between them are differences of medians of paired windows, so read them with their
 intervals: on the H200 machine two variants that differ by nothing read up to 0.02 apart.
@@ -42,6 +47,14 @@ class ShadowNull(profilers.WithNullObserver, profilers.Ours):
         super().__init__("shadow")
 
 
+class FloorNullHidden(profilers.FloorRecordFunction):
+    """The anchor with the operators that launch nothing left unobserved."""
+
+    def start(self, path):
+        super().start(path)
+        self.ext.null_observer(True, True)
+
+
 class NoScope:
     """Another profiler with the workload's scopes left out."""
 
@@ -62,9 +75,10 @@ class NoScope:
 class OursWithout(profilers.Ours):
     """``hook="torch"`` with parts switched off after start (``env``: set around the session)."""
 
-    def __init__(self, modules=True, wrapper=True, callbacks=True, env=None):
+    def __init__(self, modules=True, wrapper=True, callbacks=True, env=None, null=False):
         super().__init__("shadow", hook="torch")
         self.modules, self.wrapper, self.callbacks, self.env = modules, wrapper, callbacks, dict(env or {})
+        self.null = null
 
     def start(self, path):
         self.environ = mock.patch.dict(os.environ, self.env)
@@ -78,9 +92,15 @@ class OursWithout(profilers.Ours):
             ops._unpatch_backward(ops.STATE["patched"])
         if not self.callbacks:
             native.load().disable()
+        if self.null:
+            native.load().null_observer(True, True)
 
     def finalize(self):
         try:
+            if self.null:
+                from proton_torch import native
+
+                native.load().null_observer(False)
             return super().finalize()
         finally:
             self.environ.stop()
@@ -95,6 +115,8 @@ VARIANTS = {
     "ours-nowrap": lambda: OursWithout(wrapper=False),
     "ours-all": lambda: OursWithout(env={"PROTON_TORCH_OBSERVE_ALL": "1"}),
     "ours-noprov": lambda: OursWithout(env={"PROTON_TORCH_PROVIDER": "0"}),
+    "floor-null-hidden": FloorNullHidden,
+    "ours-empty": lambda: OursWithout(callbacks=False, null=True),
 }
 profilers.PROFILERS.update(VARIANTS)
 

@@ -131,8 +131,10 @@ void listen_for_removed_operators() {
 std::atomic<uint64_t> g_sweep_epoch{1};
 
 // Hide or show the operators that launch nothing as the state now asks (g_enable_mu held).
+bool g_null_hide = false;  // the benchmark's null observer asked for the operators that launch nothing hidden
+
 void apply_unobserved() {
-  bool hide = g_on.load() && !g_tracing.load() && !g_other_observer && !g_observe_all;
+  bool hide = (g_on.load() && !g_tracing.load() && !g_other_observer && !g_observe_all) || g_null_hide;
   g_unobserved.store(proton_torch::set_unobserved(hide));
 }
 
@@ -1658,11 +1660,13 @@ std::unique_ptr<at::ObserverContext> null_enter(const at::RecordFunction&) { ret
 void null_exit(const at::RecordFunction&, at::ObserverContext*) {}
 at::CallbackHandle g_null_handle = at::INVALID_CALLBACK_HANDLE;
 
-PyObject* py_null_observer(PyObject*, PyObject* arg) {
-  int on = PyObject_IsTrue(arg);
-  if (on < 0) return nullptr;
+PyObject* py_null_observer(PyObject*, PyObject* args) {
+  int on = 0, hide = 0;
+  if (!PyArg_ParseTuple(args, "p|p", &on, &hide)) return nullptr;
   std::lock_guard<std::mutex> g(g_enable_mu);
   try {
+    g_null_hide = on && hide;
+    apply_unobserved();
     if (!on && g_null_handle != at::INVALID_CALLBACK_HANDLE) {
       at::removeCallback(g_null_handle);
       g_null_handle = at::INVALID_CALLBACK_HANDLE;
@@ -1981,8 +1985,9 @@ PyMethodDef kMethods[] = {
     {"backward_exit", py_backward_exit, METH_O, "backward_exit(token): undo backward_enter"},
     {"current", py_current, METH_NOARGS, "current() -> the calling thread's context, as the backends hold it"},
     {"take_events", py_take_events, METH_NOARGS, "take_events() -> [(context, thread id, start ns, end ns)]"},
-    {"null_observer", py_null_observer, METH_O,
-     "null_observer(on): register (or remove) RecordFunction callbacks that do nothing (a benchmark anchor)"},
+    {"null_observer", py_null_observer, METH_VARARGS,
+     "null_observer(on, hide=False): register (or remove) RecordFunction callbacks that do nothing (a benchmark "
+     "anchor); hide: with the operators that launch nothing unobserved, as hook='torch' leaves them"},
     {"stats", py_stats, METH_NOARGS, "counters and settings"},
     {"reset_stats", py_reset_stats, METH_NOARGS, "zero the counters (tests)"},
     {nullptr, nullptr, 0, nullptr},

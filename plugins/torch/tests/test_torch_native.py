@@ -442,6 +442,18 @@ def test_an_operator_removed_and_another_registered_is_named_afresh(tmp_path, na
     assert count(root, "proton_cache_test::second", "cpu_second") == 1
 
 
+def test_the_null_observer_can_hide_what_hook_torch_hides_and_shows_it_again():
+    """benchmarks' anchor with hiding: the operators that launch nothing are unobserved while it runs, and
+    observed again when it goes (a leftover would change every later measurement)."""
+    assert "aten::t" not in C.unobserved()
+    C.null_observer(True, True)
+    try:
+        assert "aten::t" in C.unobserved() and "aten::view" in C.unobserved()
+    finally:
+        C.null_observer(False)
+    assert C.unobserved() == []
+
+
 def test_the_null_observer_benchmark_anchor_leaves_our_callbacks_alone(tmp_path, native_fake):
     """benchmarks' floor-record-function registers do-nothing callbacks beside ours; adding and removing
     them (twice each) must not remove ours."""
