@@ -19,7 +19,11 @@ time) with these profilers added to benchmarks/profilers.py's:
   leaves them: what torch's records alone cost at our record count;
 - ``ours-empty``: ``hook="torch"`` with its callbacks replaced by the null observer, hiding kept (module
   frames, the backward-call wrapper, the provider and the session stay): ours minus it is what our
-  callbacks' bodies cost, caches they disturb included, which their timers (torch_part_times.py) miss.
+  callbacks' bodies cost, caches they disturb included, which their timers (torch_part_times.py) miss;
+- ``shadow-null-hidden``: our session (no hook) plus the null observer with hiding;
+- ``ours-empty-nomod`` / ``-nowrap`` / ``-noprov``: ``ours-empty`` without module frames, without the
+  backward-call wrapper, or with no provider asked at each launch: what each piece of the machinery
+  around the callbacks costs.
 
 Differences between them are differences of medians of paired windows, so read them with their
 intervals: on the H200 machine two variants that differ by nothing read up to 0.02 apart.
@@ -55,6 +59,14 @@ class FloorNullHidden(profilers.FloorRecordFunction):
         self.ext.null_observer(True, True)
 
 
+class ShadowNullHidden(ShadowNull):
+    """Our session (no hook) plus the null observer with the operators that launch nothing hidden."""
+
+    def start(self, path):
+        super().start(path)
+        self.ext.null_observer(True, True)
+
+
 class NoScope:
     """Another profiler with the workload's scopes left out."""
 
@@ -75,10 +87,10 @@ class NoScope:
 class OursWithout(profilers.Ours):
     """``hook="torch"`` with parts switched off after start (``env``: set around the session)."""
 
-    def __init__(self, modules=True, wrapper=True, callbacks=True, env=None, null=False):
+    def __init__(self, modules=True, wrapper=True, callbacks=True, env=None, null=False, provider=True):
         super().__init__("shadow", hook="torch")
         self.modules, self.wrapper, self.callbacks, self.env = modules, wrapper, callbacks, dict(env or {})
-        self.null = null
+        self.null, self.provider = null, provider
 
     def start(self, path):
         self.environ = mock.patch.dict(os.environ, self.env)
@@ -94,6 +106,10 @@ class OursWithout(profilers.Ours):
             native.load().disable()
         if self.null:
             native.load().null_observer(True, True)
+        if not self.provider:
+            from proton_core.plugin_api import native_context_setters
+
+            native.load().set_channels(native_context_setters(), provide=False)
 
     def finalize(self):
         try:
@@ -117,6 +133,10 @@ VARIANTS = {
     "ours-noprov": lambda: OursWithout(env={"PROTON_TORCH_PROVIDER": "0"}),
     "floor-null-hidden": FloorNullHidden,
     "ours-empty": lambda: OursWithout(callbacks=False, null=True),
+    "shadow-null-hidden": ShadowNullHidden,
+    "ours-empty-nomod": lambda: OursWithout(callbacks=False, null=True, modules=False),
+    "ours-empty-nowrap": lambda: OursWithout(callbacks=False, null=True, wrapper=False),
+    "ours-empty-noprov": lambda: OursWithout(callbacks=False, null=True, provider=False),
 }
 profilers.PROFILERS.update(VARIANTS)
 

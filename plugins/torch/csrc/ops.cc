@@ -367,13 +367,17 @@ enum Kind : uint8_t {
   kOpen,      // a record not looked at yet: resolved when a launch, a record inside or its exit needs it
   kOp,        // an operator: a context of its own
   kBackward,  // an autograd node's backward function
+  kBackwardOpen,  // the same, not looked up yet (enter_backward, providing): ctx holds the node's sequence number
   kPass,      // a record we do not show (views, a re-dispatch of the same operator, wrappers): its parent's
   kModule,    // an nn.Module opened natively (module_enter), rf == nullptr
 };
 
 struct Frame {
   const at::RecordFunction* rf;  // nullptr for module frames
-  const void* schema;  // an operator's frame entered on the fast path: its schema's address (classify_operator)
+  union {
+    const void* schema;  // an operator's frame entered on the fast path: its schema's address (classify_operator)
+    uint64_t forward_thread;  // kBackwardOpen: the thread of the node's forward operator (Node::thread_id)
+  };
   const char* name;  // once resolved: the record's name (valid while it is open)
   uint64_t ctx;      // once resolved: the context of what runs inside
   uint64_t prev;     // publishing: the context to set again at exit
@@ -697,6 +701,11 @@ const char* record_name(const at::RecordFunction& rf) {
   return name == nullptr || name[0] == '\0' ? "<unnamed>" : name;
 }
 
+// Whether a frame's context is still to be looked up (resolve_to).
+inline bool unresolved(Kind kind) { return kind == kOpen || kind == kBackwardOpen; }
+
+void resolve_backward(ThreadState& ts, Frame& f);
+
 // What frame ``i`` stands for, under ``parent``: its kind, name and context. ``inputs``: the record whose
 // inputs name its shapes (only at its entry).
 void classify(ThreadState& ts, size_t i, uint64_t parent, const at::RecordFunction* inputs) {
@@ -735,10 +744,14 @@ void classify(ThreadState& ts, size_t i, uint64_t parent, const at::RecordFuncti
 uint64_t resolve_to(ThreadState& ts, size_t top) {
   auto& frames = ts.frames;
   size_t i = top + 1;
-  while (i > 0 && frames[i - 1].kind == kOpen) --i;
+  while (i > 0 && unresolved(frames[i - 1].kind)) --i;
   uint64_t parent = i == 0 ? ts.base : frames[i - 1].ctx;
   for (; i <= top; ++i) {
-    classify(ts, i, parent, nullptr);
+    if (frames[i].kind == kBackwardOpen) {
+      resolve_backward(ts, frames[i]);
+    } else {
+      classify(ts, i, parent, nullptr);
+    }
     parent = frames[i].ctx;
   }
   return frames[top].ctx;
@@ -861,19 +874,10 @@ void set_top(ThreadState& ts, uint64_t prev, bool always = false) {
   publish(ts, f.ctx);
 }
 
-// autograd's record of one node, "autograd::engine::evaluate_function: X" (``name``: X), opens the node's
-// frame: under L(B, F) where the node's sequence number names its forward operator F. The engine sets the
-// node it evaluates (get_current_node) before it opens this record, and the record spans all the node does:
-// its backward function and the gradient sums for the next nodes after it.
-void enter_backward(ThreadState& ts, const at::RecordFunction& rf, const char* name) {
-  PROTON_TIMED(kTimedEngineRecord);
-  uint64_t cur = effective(ts);
-  int64_t seq = -1;
-  uint64_t forward_thread = 0;
-  if (auto node = torch::autograd::get_current_node()) {
-    seq = static_cast<int64_t>(node->sequence_nr());  // AccumulateGrad's UINT64_MAX reads -1: none
-    forward_thread = node->thread_id();
-  }
+// The context of an autograd node's frame, L(B, F)/X: under the forward operator F its sequence number ``seq``
+// names in ``forward_thread``'s ring, B being where Python called the engine, else ``cur``, the thread's
+// context at the node's record (X: ``name``).
+uint64_t backward_context(ThreadState& ts, int64_t seq, uint64_t forward_thread, uint64_t cur, const char* name) {
   // The backward pass's own context: where Python called the engine, else this thread's.
   bool called = false;
   uint64_t base = backward_call_context(ts.calls, forward_thread, &called);
@@ -889,8 +893,44 @@ void enter_backward(ThreadState& ts, const at::RecordFunction& rf, const char* n
     g_unlinked.fetch_add(1, std::memory_order_relaxed);
   }
   size_t len = std::strlen(name);
-  uint64_t ctx = lookup(ts, parent, name, len, uintptr_t(hash_bytes(name, len)), kBackwardEntry);
-  if (!ts.frames.empty() && ts.frames.back().kind == kOpen) resolve_to(ts, ts.frames.size() - 1);
+  return lookup(ts, parent, name, len, uintptr_t(hash_bytes(name, len)), kBackwardEntry);
+}
+
+// A kBackwardOpen frame's context, looked up now (its context at entry is in prev, as set_top keeps it).
+void resolve_backward(ThreadState& ts, Frame& f) {
+  f.ctx = backward_context(ts, int64_t(f.ctx), f.forward_thread, f.prev, f.name);
+  f.kind = kBackward;
+}
+
+// autograd's record of one node, "autograd::engine::evaluate_function: X" (``name``: X), opens the node's
+// frame: under L(B, F) where the node's sequence number names its forward operator F. The engine sets the
+// node it evaluates (get_current_node) before it opens this record, and the record spans all the node does:
+// its backward function and the gradient sums for the next nodes after it.
+//
+// Providing without a trace (g_fast), the frame is looked up only when a launch or a record inside first
+// needs its context (resolve_to): most nodes of a training step launch nothing (AccumulateGrad with its
+// gradient stolen, TBackward0), and the lookup reads the forward thread's ring and two caches, each likely
+// out of cache by then. The node's sequence number and thread are read now, while the node is alive.
+void enter_backward(ThreadState& ts, const at::RecordFunction& rf, const char* name) {
+  PROTON_TIMED(kTimedEngineRecord);
+  uint64_t cur = effective(ts);
+  int64_t seq = -1;
+  uint64_t forward_thread = 0;
+  if (auto node = torch::autograd::get_current_node()) {
+    seq = static_cast<int64_t>(node->sequence_nr());  // AccumulateGrad's UINT64_MAX reads -1: none
+    forward_thread = node->thread_id();
+  }
+  if (g_fast.load(std::memory_order_relaxed)) {
+    Frame& f = push_frame(ts, &rf, -1);
+    f.name = name;
+    f.kind = kBackwardOpen;
+    f.ctx = uint64_t(seq);
+    f.forward_thread = forward_thread;
+    f.prev = cur;
+    return;
+  }
+  uint64_t ctx = backward_context(ts, seq, forward_thread, cur, name);
+  if (!ts.frames.empty() && unresolved(ts.frames.back().kind)) resolve_to(ts, ts.frames.size() - 1);
   Frame& f = push_frame(ts, &rf, -1);
   f.name = name;
   f.kind = kBackward;
@@ -949,7 +989,7 @@ std::unique_ptr<at::ObserverContext> on_enter(const at::RecordFunction& rf) {
       try {
         auto& frames = ts->frames;
         size_t i = frames.size() - 1;
-        uint64_t parent = i == 0 ? ts->base : frames[i - 1].kind == kOpen ? resolve_to(*ts, i - 1) : frames[i - 1].ctx;
+        uint64_t parent = i == 0 ? ts->base : unresolved(frames[i - 1].kind) ? resolve_to(*ts, i - 1) : frames[i - 1].ctx;
         classify_operator(*ts, i, parent);
       } catch (...) {  // left open: a launch or the exit names it
         g_callback_errors.fetch_add(1, std::memory_order_relaxed);
@@ -989,7 +1029,7 @@ void pop_top(ThreadState& ts, bool ended) {
   const Frame& f = ts.frames[i];
   if (ended && f.seq >= 0) remember_sequence(ts, i);
   if (f.start != 0) {
-    if (ended && f.kind == kOpen) resolve_to(ts, i);
+    if (ended && unresolved(f.kind)) resolve_to(ts, i);
     if (f.kind == kOp || f.kind == kBackward || f.kind == kModule) record_event(ts, f);
   }
   bool changed = f.changed;

@@ -102,7 +102,11 @@ def test_backward_functions_sit_under_the_forward_operator_that_created_them(tmp
     assert count(root, "step", "aten::mse_loss", "MseLossBackward0", "aten::mse_loss_backward",
                  "cpu_mse_loss_backward") == 1
     stats = C.stats()
-    assert stats["linked"] == 6 and stats["misnested"] == 0 and stats["callback_errors"] == 0, stats
+    # nodes placed under their forward operator: the four that launch (two AddmmBackward0, ReluBackward0,
+    # MseLossBackward0), and where each node's context is set at its entry (publishing) the two TBackward0 too;
+    # a provider looks a node up only when something under it needs its context
+    linked = 4 if os.environ["PROTON_TORCH_PROVIDER"] == "1" else 6
+    assert stats["linked"] == linked and stats["misnested"] == 0 and stats["callback_errors"] == 0, stats
     # every emulated kernel has an operator as its parent
     for path, _ in find_all(root, lambda n: n.startswith("cpu_")):
         assert path[-2].startswith("aten::"), path
