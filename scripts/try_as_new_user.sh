@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# Try Proton as a new user would, on a GPU machine: a fresh clone, a fresh virtual environment (which sees
+# the machine's torch, triton, jax and transformers, as a user's would), the install gpu_check.sh does
+# there (no package registry), then programs not written for a test, each profiled and checked:
+#   - upstream Proton's Triton matmul tutorial (launch_metadata: renamed kernels with flops and bytes),
+#     its one import line pointed at proton_core, run as its own docstring says (--profile); kept in
+#     .newuser/matmul.py, never committed (carry it: run's carry ["gpu_wheels", ".newuser"]);
+#   - examples/llama_training.py, a transformers Llama from a config, under `proton-profile --hook torch`;
+#   - examples/jax_scopes.py, a jitted function with three named scopes compiled before start().
+# Logs and the viewer's output go to $OUT/new_user. Exit status: the number of programs that failed.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-$PWD/gpu_out}
+LOG="$OUT/new_user"
+mkdir -p "$LOG"
+src=$PWD
+work=$(mktemp -d)
+git clone -q "$src" "$work/proton" || { echo "git clone failed"; exit 1; }
+[ -d "$src/gpu_wheels" ] && cp -r "$src/gpu_wheels" "$work/proton/"
+python3 -m venv --system-site-packages "$work/venv"
+# shellcheck disable=SC1091
+. "$work/venv/bin/activate"
+cd "$work/proton"
+if ! OUT="$LOG/install" bash scripts/gpu_check.sh --no-tests > "$LOG/install.log" 2>&1; then
+  tail -20 "$LOG/install.log"
+  echo "install failed"
+  exit 1
+fi
+echo "installed into a fresh venv: $(python -c 'import proton_core; print(proton_core.__version__)')"
+failed=0
+run_check() {  # name, then the python check reading the profile in the current directory
+  local name=$1 check=$2
+  if python - "$name" <<<"$check" >> "$LOG/$name.log" 2>&1; then
+    echo "PASS $name: $(tail -1 "$LOG/$name.log")"
+  else
+    echo "FAIL $name (see new_user/$name.log):"; tail -5 "$LOG/$name.log"; failed=$((failed + 1))
+  fi
+}
+COMMON='
+import sys
+from proton_core.testing import load_profile
+def walk(node, path=()):
+    for child in node["children"]:
+        p = path + (child["frame"]["name"],)
+        yield p, child
+        yield from walk(child, p)
+root = load_profile(sys.argv[1] + ".hatchet")[0]
+nodes = list(walk(root))
+'
+
+# Triton: upstream's tutorial, as its docstring runs it
+mkdir -p "$work/triton" && cd "$work/triton"
+if [ -f "$src/.newuser/matmul.py" ]; then
+  sed 's/^import triton.profiler as proton$/import proton_core as proton/' "$src/.newuser/matmul.py" > matmul.py
+  if python matmul.py --profile > "$LOG/matmul.log" 2>&1; then
+    proton-view -m tflop/s,time/s matmul.hatchet > "$LOG/matmul_view.txt" 2>&1
+    run_check matmul "$COMMON"'
+kernels = [(p, n) for p, n in nodes if p[-1].startswith("matmul_<grid:")]
+assert kernels, "no renamed matmul kernel"
+assert all(any(k.startswith("flops") for k in n["metrics"]) and any(k.startswith("bytes") for k in n["metrics"])
+           for _, n in kernels), "a renamed kernel without flops or bytes"
+assert any("<autotune>" in p for p, _ in kernels) and any("triton" in p for p, _ in kernels)
+assert any("cublas" in p for p, _ in nodes), "no cublas scope"
+print(f"{len(kernels)} renamed matmul kernel nodes, all with flops and bytes; {sum(n['metrics']['count'] for _, n in kernels)} launches")'
+  else
+    echo "FAIL matmul: the tutorial did not run"; tail -5 "$LOG/matmul.log"; failed=$((failed + 1))
+  fi
+else
+  echo "FAIL matmul: .newuser/matmul.py was not carried"; failed=$((failed + 1))
+fi
+
+# PyTorch: a transformers model under the command line, hook="torch"
+mkdir -p "$work/torch" && cd "$work/torch"
+if proton-profile --name llama --hook torch "$work/proton/examples/llama_training.py" > "$LOG/llama_run.log" 2>&1; then
+  proton-view -m time/ms llama.hatchet > "$LOG/llama_view.txt" 2>&1
+  run_check llama "$COMMON"'
+kernels = [(p, n) for p, n in nodes if not n["children"] and "count" in n["metrics"]]
+attn = [p for p, _ in kernels if "LlamaForCausalLM" in p and "self_attn" in p and any(s.startswith("aten::") for s in p)]
+assert attn, "no kernel under LlamaForCausalLM/.../self_attn/aten::..."
+backward = [p for p, _ in kernels if any(s.endswith("Backward0") for s in p)]
+under_forward = [p for p in backward if any(s.startswith("aten::") for s in p[:min(i for i, s in enumerate(p) if s.endswith("Backward0"))])]
+assert backward and under_forward, "no backward kernel under the forward operator that created it"
+print(f"{len(kernels)} kernel nodes: {len(attn)} under self_attn, {len(backward)} backward, {len(under_forward)} of them under a forward operator")'
+else
+  echo "FAIL llama: the program did not run"; tail -5 "$LOG/llama_run.log"; failed=$((failed + 1))
+fi
+
+# JAX: compiled before start(), no registration
+mkdir -p "$work/jax" && cd "$work/jax"
+if XLA_PYTHON_CLIENT_PREALLOCATE=false python "$work/proton/examples/jax_scopes.py" jax_scopes > "$LOG/jax_run.log" 2>&1; then
+  proton-view -m time/us jax_scopes.hatchet > "$LOG/jax_view.txt" 2>&1
+  run_check jax "$COMMON"'
+under = {}
+for p, n in nodes:
+    if "jit(layer)" in p and not n["children"] and "count" in n["metrics"]:
+        i = p.index("jit(layer)")
+        under.setdefault(p[i + 1] if i + 1 < len(p) - 1 else "(none)", []).append(n["metrics"]["count"])
+assert not any("<jax: no HLO match>" in p for p, _ in nodes), "kernels left unplaced"
+for scope in ("project", "activate", "normalize"):
+    assert scope in under, f"no kernel under jit(layer)/{scope}: {sorted(under)}"
+print("jit(layer): " + ", ".join(f"{s} {len(c)} kernel(s) x {max(c)} launches" for s, c in sorted(under.items())))'
+else
+  echo "FAIL jax: the program did not run"; tail -5 "$LOG/jax_run.log"; failed=$((failed + 1))
+fi
+exit $failed
