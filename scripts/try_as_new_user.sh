@@ -17,9 +17,14 @@ src=$PWD
 work=$(mktemp -d)
 git clone -q "$src" "$work/proton" || { echo "git clone failed"; exit 1; }
 [ -d "$src/gpu_wheels" ] && cp -r "$src/gpu_wheels" "$work/proton/"
-python3 -m venv --system-site-packages "$work/venv"
+# The machine's packages (torch, triton, jax, transformers, the build tools) live in the environment its
+# python3 runs in: the fresh venv sees them through a .pth line, as a user's venv would hold them after
+# pip install (there is no registry here). Our own distributions are installed into the venv itself.
+machine_site=$(python3 -c 'import site; print(site.getsitepackages()[0])')
+python3 -m venv "$work/venv"
 # shellcheck disable=SC1091
 . "$work/venv/bin/activate"
+echo "$machine_site" > "$(python -c 'import site; print(site.getsitepackages()[0])')/machine_packages.pth"
 cd "$work/proton"
 if ! OUT="$LOG/install" bash scripts/gpu_check.sh --no-tests > "$LOG/install.log" 2>&1; then
   tail -20 "$LOG/install.log"
