@@ -36,9 +36,9 @@ if ! OUT="$LOG/install" bash scripts/gpu_check.sh --no-tests > "$LOG/install.log
 fi
 echo "installed into a fresh venv: $(python -c 'import proton_core; print(proton_core.__version__)')"
 failed=0
-run_check() {  # name, then the python check reading the profile in the current directory
-  local name=$1 check=$2
-  if python - "$name" <<<"$check" >> "$LOG/$name.log" 2>&1; then
+run_check() {  # name, profile (no extension), then the python check reading it, in the current directory
+  local name=$1 profile=$2 check=$3
+  if python - "$profile" <<<"$check" >> "$LOG/$name.log" 2>&1; then
     echo "PASS $name: $(tail -1 "$LOG/$name.log")"
   else
     echo "FAIL $name (see new_user/$name.log):"; tail -5 "$LOG/$name.log"; failed=$((failed + 1))
@@ -65,14 +65,15 @@ if [ -f "$src/.newuser/matmul.py" ]; then
       -e 's/= metadata\.cluster_dims$/= getattr(metadata, "cluster_dims", (1, 1, 1))/' "$src/.newuser/matmul.py" > matmul.py
   if python matmul.py --profile > "$LOG/matmul.log" 2>&1; then
     proton-view -m tflop/s,time/s matmul.hatchet > "$LOG/matmul_view.txt" 2>&1
-    run_check matmul "$COMMON"'
+    run_check matmul matmul "$COMMON"'
 kernels = [(p, n) for p, n in nodes if p[-1].startswith("matmul_<grid:")]
 assert kernels, "no renamed matmul kernel"
 assert all(any(k.startswith("flops") for k in n["metrics"]) and any(k.startswith("bytes") for k in n["metrics"])
            for _, n in kernels), "a renamed kernel without flops or bytes"
 assert any("<autotune>" in p for p, _ in kernels) and any("triton" in p for p, _ in kernels)
 assert any("cublas" in p for p, _ in nodes), "no cublas scope"
-print(f"{len(kernels)} renamed matmul kernel nodes, all with flops and bytes; {sum(n['metrics']['count'] for _, n in kernels)} launches")'
+launches = sum(n["metrics"]["count"] for _, n in kernels)
+print(f"{len(kernels)} renamed matmul kernel nodes, all with flops and bytes; {launches} launches")'
   else
     echo "FAIL matmul: the tutorial did not run"; tail -5 "$LOG/matmul.log"; failed=$((failed + 1))
   fi
@@ -84,7 +85,7 @@ fi
 mkdir -p "$work/torch" && cd "$work/torch"
 if proton-profile --name llama --hook torch "$work/proton/examples/llama_training.py" > "$LOG/llama_run.log" 2>&1; then
   proton-view -m time/ms llama.hatchet > "$LOG/llama_view.txt" 2>&1
-  run_check llama "$COMMON"'
+  run_check llama llama "$COMMON"'
 kernels = [(p, n) for p, n in nodes if not n["children"] and "count" in n["metrics"]]
 attn = [p for p, _ in kernels if "LlamaForCausalLM" in p and "self_attn" in p and any(s.startswith("aten::") for s in p)]
 assert attn, "no kernel under LlamaForCausalLM/.../self_attn/aten::..."
@@ -100,7 +101,7 @@ fi
 mkdir -p "$work/jax" && cd "$work/jax"
 if XLA_PYTHON_CLIENT_PREALLOCATE=false python "$work/proton/examples/jax_scopes.py" jax_scopes > "$LOG/jax_run.log" 2>&1; then
   proton-view -m time/us jax_scopes.hatchet > "$LOG/jax_view.txt" 2>&1
-  run_check jax "$COMMON"'
+  run_check jax jax_scopes "$COMMON"'
 under = {}
 for p, n in nodes:
     if "jit(layer)" in p and not n["children"] and "count" in n["metrics"]:
