@@ -104,6 +104,41 @@ def test_a_fusion_of_several_scopes_is_placed_by_its_root_and_names_the_others()
     assert jax_scopes.fused_label("loop_add_fusion", elements, others) == "loop_add_fusion [+act/inner, scale]"
 
 
+# As XLA 0.11 on an H200 emits a Triton softmax fusion: the fusion instruction keeps only a scheduling name;
+# its computation's ROOT (a divide of "normalize") has the op_name, and it fused ops of "activate" too.
+TRITON_FUSION_WITHOUT_OP_NAME = """HloModule jit_layer
+FileNames
+1 "/work/examples/layer.py"
+
+FileLocations
+1 {file_name_id=1 line=27}
+
+StackFrames
+6 {file_location_id=1 parent_frame_id=0}
+
+%triton_softmax_computation.1 (param_0.24: f32[1024], param_1.28: f32[512,1024]) -> f32[512,1024] {
+  %param_1.28 = f32[512,1024]{1,0} parameter(1)
+  %tanh.2 = f32[512,1024]{1,0} tanh(%param_1.28), metadata={op_name="jit(layer)/activate/tanh" stack_frame_id=6}
+  %mul.16.3 = f32[512,1024]{1,0} multiply(%tanh.2, %tanh.2), metadata={op_name="jit(layer)/activate/mul" stack_frame_id=6}
+  %div.2 = f32[512,1024]{1,0} sqrt(%mul.16.3), metadata={op_name="jit(layer)/normalize/sqrt" stack_frame_id=6}
+  ROOT %div.3 = f32[512,1024]{1,0} divide(%mul.16.3, %div.2), metadata={op_name="jit(layer)/normalize/div" scheduling_name="div.3" stack_frame_id=6}
+}
+
+ENTRY %main.2 (x: f32[512,1024]) -> f32[512,1024] {
+  %x = f32[512,1024]{1,0} parameter(0)
+  %b.1 = f32[1024]{0} parameter(1)
+  ROOT %triton_softmax.1 = f32[512,1024]{1,0} fusion(%b.1, %x), kind=kCustom, calls=%triton_softmax_computation.1, metadata={scheduling_name="triton_softmax.1"}, backend_config={"fusion_backend_config":{"kind":"__triton"}}
+}
+"""
+
+
+def test_a_fusion_without_an_op_name_is_placed_by_the_root_of_what_it_calls():
+    elements, source, others = parse_hlo(TRITON_FUSION_WITHOUT_OP_NAME)["triton_softmax_1"]
+    assert elements == ("jit(layer)", "normalize")
+    assert source == "layer.py:27"
+    assert others == {("jit(layer)", "activate")}
+
+
 def test_a_fused_kernel_node_carries_its_other_scopes(tmp_path, fake):
     jax_scopes.register_hlo_text(FUSED_ACROSS_SCOPES)
     proton.start(str(tmp_path / "p"), backend="fake", hook="jax")

@@ -81,9 +81,12 @@ def parse_hlo(text: str) -> dict[str, tuple]:
 
     Scope elements are the ``op_name`` components without the last one (the
     primitive, e.g. ``sin``): ``jit(f)/scope1/sin`` -> ``("jit(f)", "scope1")``.
-    A fusion is placed by its own metadata (its root instruction's); *other
-    scopes* are the named scopes of the instructions it fused that are not on
-    that path (XLA fusing ops of ``scope1`` and ``scope2`` into one kernel).
+    A fusion is placed by its own metadata (XLA copies its root instruction's
+    there), or, where it carries no ``op_name`` (XLA's Triton fusions, such as
+    ``triton_softmax``, keep only a scheduling name), by the ROOT instruction of
+    the computation it calls; *other scopes* are the named scopes of the
+    instructions it fused that are not on that path (XLA fusing ops of
+    ``scope1`` and ``scope2`` into one kernel).
     """
     files, locations, frames = {}, {}, {}
     section = None
@@ -92,6 +95,7 @@ def parse_hlo(text: str) -> dict[str, tuple]:
     calls: dict[str, list[str]] = {}  # instruction name -> computations it calls
     body: dict[str, list[str]] = {}  # computation -> the metadata of its instructions
     callees: dict[str, list[str]] = {}  # computation -> computations its instructions call
+    roots: dict[str, str] = {}  # computation -> its ROOT instruction
     for line in text.splitlines():
         stripped = line.strip()
         if stripped in ("FileNames", "FunctionNames", "FileLocations", "StackFrames"):
@@ -118,6 +122,10 @@ def parse_hlo(text: str) -> dict[str, tuple]:
         if stripped == "}":
             computation = None
             continue
+        if computation is not None and stripped.startswith("ROOT "):
+            named = _INSTR_NAME.match(line)
+            if named:
+                roots[computation] = named.group(1)
         called = _CALLS.search(line)
         if called:
             targets = [t.strip().lstrip("%") for t in called.group(1).strip("{}").split(",") if t.strip()]
@@ -151,16 +159,37 @@ def parse_hlo(text: str) -> dict[str, tuple]:
         scope_memo[comp] = frozenset(found)
         return scope_memo[comp]
 
+    meta_of = {name: meta for _, name, meta in instrs}
+
+    def root_meta(name: str, seen=()) -> str | None:
+        """The metadata of the ROOT instruction (with an op_name) of what instruction ``name`` calls."""
+        for callee in calls.get(name, ()):
+            root = roots.get(callee)
+            if root is None or root in seen:
+                continue
+            meta = meta_of.get(root)
+            if meta is not None and elements_of(meta):
+                return meta
+            found = root_meta(root, seen + (root,))
+            if found is not None:
+                return found
+        return None
+
     out = {}
     module = _MODULE.search(text)
     if module and instrs:
         first = next((elements_of(m) for _, _, m in instrs if elements_of(m)), None)
         if first:
             _modules[module.group(1)] = first[:1]  # "jit_f" -> ("jit(f)",)
-    for _, name, meta in instrs:
+    placed = [(name, meta) for _, name, meta in instrs]
+    placed += [(name, "") for name in calls if name not in meta_of]  # calls, with no metadata at all
+    for name, meta in placed:
         elements = elements_of(meta)
         if elements is None:
-            continue
+            meta = root_meta(name) if name in calls else None
+            if meta is None:
+                continue
+            elements = elements_of(meta)
         source = None
         frame = _FRAME_ID.search(meta)
         if frame:
