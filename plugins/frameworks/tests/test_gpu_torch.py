@@ -94,7 +94,9 @@ def test_native_backward_goes_under_the_forward_operator_and_the_backward_scope(
     C.reset_stats()
     root = profile(tmp_path, mlp, "native", backward_scope="backward")
     stats = C.stats()
-    assert stats["linked"] >= 6 and stats["callback_errors"] == 0 and stats["misnested"] == 0, stats
+    # nodes placed under their forward operator: those with kernels (two AddmmBackward0, ReluBackward0, the
+    # loss's); the two TBackward0 launch nothing, and a provider never looks them up
+    assert stats["linked"] >= 4 and stats["callback_errors"] == 0 and stats["misnested"] == 0, stats
     bwd = node(root, "train_step", "backward")
     for layer, grads in (("0", 1), ("2", 2)):  # the first layer's input needs no grad
         mm = node(bwd, "Sequential", layer, "aten::linear", "aten::addmm", "AddmmBackward0", "aten::mm")
