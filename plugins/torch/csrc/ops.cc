@@ -130,9 +130,9 @@ void listen_for_removed_operators() {
 // Bumped at each enable: a thread's sequence numbers from before it are no business of the sweeps.
 std::atomic<uint64_t> g_sweep_epoch{1};
 
-// Hide or show the operators that launch nothing as the state now asks (g_enable_mu held).
 bool g_null_hide = false;  // the benchmark's null observer asked for the operators that launch nothing hidden
 
+// Hide or show the operators that launch nothing as the state now asks (g_enable_mu held).
 void apply_unobserved() {
   bool hide = (g_on.load() && !g_tracing.load() && !g_other_observer && !g_observe_all) || g_null_hide;
   g_unobserved.store(proton_torch::set_unobserved(hide));
