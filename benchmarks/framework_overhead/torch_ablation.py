@@ -51,20 +51,20 @@ class ShadowNull(profilers.WithNullObserver, profilers.Ours):
         super().__init__("shadow")
 
 
-class FloorNullHidden(profilers.FloorRecordFunction):
+class Hidden:
+    """Mixin over a profiler with the null observer: the operators that launch nothing left unobserved."""
+
+    def start(self, path):
+        super().start(path)
+        self.ext.null_observer(True, True)
+
+
+class FloorNullHidden(Hidden, profilers.FloorRecordFunction):
     """The anchor with the operators that launch nothing left unobserved."""
 
-    def start(self, path):
-        super().start(path)
-        self.ext.null_observer(True, True)
 
-
-class ShadowNullHidden(ShadowNull):
+class ShadowNullHidden(Hidden, ShadowNull):
     """Our session (no hook) plus the null observer with the operators that launch nothing hidden."""
-
-    def start(self, path):
-        super().start(path)
-        self.ext.null_observer(True, True)
 
 
 class NoScope:
@@ -104,19 +104,18 @@ class OursWithout(profilers.Ours):
             ops._unpatch_backward(ops.STATE["patched"])
         if not self.callbacks:
             native.load().disable()
+        self.ext = native.load()
         if self.null:
-            native.load().null_observer(True, True)
+            self.ext.null_observer(True, True)
         if not self.provider:
             from proton_core.plugin_api import native_context_setters
 
-            native.load().set_channels(native_context_setters(), provide=False)
+            self.ext.set_channels(native_context_setters(), provide=False)
 
     def finalize(self):
         try:
             if self.null:
-                from proton_torch import native
-
-                native.load().null_observer(False)
+                self.ext.null_observer(False)
             return super().finalize()
         finally:
             self.environ.stop()

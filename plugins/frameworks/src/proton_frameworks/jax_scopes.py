@@ -186,7 +186,7 @@ def parse_hlo(text: str) -> dict[str, tuple]:
     for name, meta in placed:
         elements = elements_of(meta)
         if elements is None:
-            meta = root_meta(name) if name in calls else None
+            meta = root_meta(name)
             if meta is None:
                 continue
             elements = elements_of(meta)
