@@ -70,6 +70,7 @@ using proton_torch::launches_nothing;
 using proton_torch_internals::names_operator;
 using proton_torch_internals::observer_count;
 using proton_torch_internals::operator_schema;
+using proton_torch_internals::record_string;
 
 namespace {
 
@@ -237,8 +238,10 @@ std::deque<Entry> g_entries;  // a deque: an entry's name stays where it is (cac
 std::unordered_map<Key, uint64_t, KeyHash> g_index;
 
 // The id of (parent, name) or of the link (parent=B, link=F); *stable_name gets the entry's own copy.
-uint64_t intern(uint64_t parent, const char* name, size_t len, uint64_t link, const char** stable_name,
-                bool known = true, EntryKind kind = kOperatorEntry) {
+// Out of the callers' hot lines: a thread's caches answer nearly every lookup.
+__attribute__((noinline, cold)) uint64_t intern(uint64_t parent, const char* name, size_t len, uint64_t link,
+                                                const char** stable_name, bool known = true,
+                                                EntryKind kind = kOperatorEntry) {
   Key key{parent, link, known, std::string(name, len)};
   std::lock_guard<std::mutex> g(g_intern_mu);
   auto it = g_index.find(key);
@@ -563,6 +566,14 @@ inline bool streq(const char* a, const char* b) {
   return false;
 }
 
+// The first ``n`` bytes of ``a`` and ``b`` are equal (neither ends before a difference is found). Inline, where
+// libc's strncmp is a vector routine of many cache lines that a GPU host's launches evict between two calls.
+inline bool same_bytes(const char* a, const char* b, size_t n) {
+  for (size_t i = 0; i < n; ++i)
+    if (a[i] != b[i]) return false;
+  return true;
+}
+
 // The id of (parent, name): the thread's cache (no lock, no allocation), else the shared table.
 // ``key`` is the name's address for names that outlive the call (operator schemas), else a hash of it:
 // either way a hit is checked against the entry's own copy of the name.
@@ -570,7 +581,7 @@ uint64_t lookup(ThreadState& ts, uint64_t parent, const char* name, size_t len, 
                 EntryKind kind = kOperatorEntry) {
   if (!ts.cache) ts.cache.reset(new CacheSlot[kCacheSlots]());
   CacheSlot& slot = ts.cache[mix(parent, key) & (kCacheSlots - 1)];
-  if (slot.id != 0 && slot.parent == parent && slot.key == key && std::strncmp(slot.name, name, len) == 0 &&
+  if (slot.id != 0 && slot.parent == parent && slot.key == key && same_bytes(slot.name, name, len) &&
       slot.name[len] == '\0')
     return slot.id;
   const char* stable = nullptr;
@@ -675,7 +686,11 @@ void append_shapes(std::string& out, const at::RecordFunction& rf) {
 //   and the previous one set again at its exit.
 // Input shapes (record_shapes) resolve each frame at its entry either way: the inputs are there only.
 
-bool starts_with(const char* s, const char* prefix, size_t n) { return std::strncmp(s, prefix, n) == 0; }
+// Whether a record's own name is autograd's record of a node, "autograd::engine::evaluate_function: X" (a
+// comparison of fixed length, which the compiler expands in place).
+inline bool engine_record(const std::string& name) {
+  return name.size() >= sizeof kEnginePrefix - 1 && std::memcmp(name.data(), kEnginePrefix, sizeof kEnginePrefix - 1) == 0;
+}
 
 // "aten::detach" directly inside "aten::detach", or "detach" (autograd's own record of it) inside it.
 bool same_operator(const char* outer, const char* inner) {
@@ -913,7 +928,6 @@ void resolve_backward(ThreadState& ts, Frame& f) {
 // out of cache by then. The node's sequence number and thread are read now, while the node is alive.
 void enter_backward(ThreadState& ts, const at::RecordFunction& rf, const char* name) {
   PROTON_TIMED(kTimedEngineRecord);
-  uint64_t cur = effective(ts);
   int64_t seq = -1;
   uint64_t forward_thread = 0;
   if (auto node = torch::autograd::get_current_node()) {
@@ -921,14 +935,19 @@ void enter_backward(ThreadState& ts, const at::RecordFunction& rf, const char* n
     forward_thread = node->thread_id();
   }
   if (g_fast.load(std::memory_order_relaxed)) {
+    // The outermost frame (as on autograd's device threads): its context at entry is the one last set,
+    // which opening it reads (open_outermost) and keeps in ts.base.
+    bool outermost = ts.frames.empty();
+    uint64_t cur = outermost ? 0 : effective(ts);
     Frame& f = push_frame(ts, &rf, -1);
     f.name = name;
     f.kind = kBackwardOpen;
     f.ctx = uint64_t(seq);
     f.forward_thread = forward_thread;
-    f.prev = cur;
+    f.prev = outermost ? ts.base : cur;
     return;
   }
+  uint64_t cur = effective(ts);
   uint64_t ctx = backward_context(ts, seq, forward_thread, cur, name);
   if (!ts.frames.empty() && unresolved(ts.frames.back().kind)) resolve_to(ts, ts.frames.size() - 1);
   Frame& f = push_frame(ts, &rf, -1);
@@ -947,14 +966,16 @@ __attribute__((noinline)) void another_observer() {
   apply_unobserved();
 }
 
-__attribute__((noinline)) std::unique_ptr<at::ObserverContext> enter_slow(const at::RecordFunction& rf) {
+// Every other entry: publishing, tracing or shapes; a thread's first record; a full stack; a record of neither
+// an operator nor a node. Cold while providing: kept out of the hot entry's cache lines.
+__attribute__((noinline, cold)) std::unique_ptr<at::ObserverContext> enter_slow(const at::RecordFunction& rf) {
   if (!g_on.load(std::memory_order_relaxed)) return nullptr;
   try {
     ThreadState& ts = state();
     if (!names_operator(rf)) {
-      const char* name = rf.name();
-      if (name != nullptr && starts_with(name, kEnginePrefix, sizeof kEnginePrefix - 1)) {
-        enter_backward(ts, rf, name + sizeof kEnginePrefix - 1);
+      const std::string& name = record_string(rf);
+      if (engine_record(name)) {
+        enter_backward(ts, rf, name.c_str() + sizeof kEnginePrefix - 1);
         return nullptr;
       }
     }
@@ -972,8 +993,9 @@ __attribute__((noinline)) std::unique_ptr<at::ObserverContext> enter_slow(const 
   return nullptr;
 }
 
-// An operator's entry, providing (g_fast): a frame pushed and named at once. Everything else (a thread's first
-// record, a record that is not an operator's, a full stack) takes enter_slow.
+// An operator's entry, providing (g_fast): a frame pushed and named at once; an autograd node's, a frame looked up
+// when needed (enter_backward). Everything else (a thread's first record, another record, a full stack) takes
+// enter_slow.
 //
 // Named now, not when a launch first asks: with the operators that launch nothing unobserved, nearly every
 // record left is named by some launch anyway, and here the name comes from classify_operator's cache by the
@@ -983,8 +1005,8 @@ std::unique_ptr<at::ObserverContext> on_enter(const at::RecordFunction& rf) {
   PROTON_TIMED(kTimedEnter);
   if (__builtin_expect(observer_count(rf) != 1, 0)) another_observer();
   ThreadState* ts = t_fast;
-  if (__builtin_expect(ts != nullptr && g_fast.load(std::memory_order_relaxed) && names_operator(rf), 1)) {
-    if (__builtin_expect(!ts->frames.full(), 1)) {
+  if (__builtin_expect(ts != nullptr && g_fast.load(std::memory_order_relaxed) && !ts->frames.full(), 1)) {
+    if (__builtin_expect(names_operator(rf), 1)) {
       push_open(*ts, &rf, rf.seqNr(), 0).schema = operator_schema(rf);  // g_fast: not tracing
       try {
         auto& frames = ts->frames;
@@ -992,6 +1014,15 @@ std::unique_ptr<at::ObserverContext> on_enter(const at::RecordFunction& rf) {
         uint64_t parent = i == 0 ? ts->base : unresolved(frames[i - 1].kind) ? resolve_to(*ts, i - 1) : frames[i - 1].ctx;
         classify_operator(*ts, i, parent);
       } catch (...) {  // left open: a launch or the exit names it
+        g_callback_errors.fetch_add(1, std::memory_order_relaxed);
+      }
+      return nullptr;
+    }
+    const std::string& name = record_string(rf);  // autograd's record of a node: a frame looked up when needed
+    if (engine_record(name)) {
+      try {
+        enter_backward(*ts, rf, name.c_str() + sizeof kEnginePrefix - 1);
+      } catch (...) {
         g_callback_errors.fetch_add(1, std::memory_order_relaxed);
       }
       return nullptr;
@@ -1378,11 +1409,12 @@ PyObject* py_set_module_support(PyObject*, PyObject* args) {
 }
 
 // A frame of ours for a module call: inside one of our records, or anywhere while providing (see settle).
-uint64_t own_module_frame(ThreadState& ts, PyObject* name) {
+// ``set``: the thread's context as last set (last_set), read by the caller.
+uint64_t own_module_frame(ThreadState& ts, PyObject* name, uint64_t set) {
   Py_ssize_t len;
   const char* text = PyUnicode_AsUTF8AndSize(name, &len);
   if (text == nullptr) return 0;
-  uint64_t cur = effective(ts);
+  uint64_t cur = answer(ts, set);
   // keyed by the str object (the parent's attribute name, or the class's __name__: kept alive by them); a hit
   // is checked against the entry's copy of the text, so a str freed and another made at its address is told apart
   uint64_t ctx = lookup(ts, cur, text, size_t(len), uintptr_t(name), kModuleEntry);
@@ -1510,7 +1542,8 @@ bool plain_context(ThreadState& ts, uint64_t id) {
 
 // Open a module call (``on``: ACTIVITY.any, else it gets no scope). Never raises into the user's forward:
 // a failure leaves this call without a scope. Called with no exception set.
-void module_enter(ThreadState& ts, PyObject* module, int on) {
+// Drop the module frames of an older install of the hooks (see g_module_generation).
+__attribute__((noinline, cold)) void drop_stale_modules(ThreadState& ts) {
   auto& modules = ts.modules;
   while (!modules.empty() && modules.back().generation != g_module_generation) {
     ModuleFrame stale = modules.back();
@@ -1524,6 +1557,11 @@ void module_enter(ThreadState& ts, PyObject* module, int on) {
       close_own_module_frame(ts, stale.ctx);
     }
   }
+}
+
+void module_enter(ThreadState& ts, PyObject* module, int on) {
+  auto& modules = ts.modules;
+  if (__builtin_expect(!modules.empty() && modules.back().generation != g_module_generation, 0)) drop_stale_modules(ts);
   PyObject* name;
   {
     PROTON_TIMED(kTimedModuleName);
@@ -1533,9 +1571,10 @@ void module_enter(ThreadState& ts, PyObject* module, int on) {
   ModuleKind kind = kNoScope;
   // A frame of ours inside a record, and anywhere while providing without a trace (g_fast): there a module
   // call costs a push and a pop, and becomes the core's scope only if something opens one under it (settle).
+  uint64_t set = 0;
   if (name != nullptr && g_on.load(std::memory_order_relaxed) &&
-      (!ts.frames.empty() || (g_fast.load(std::memory_order_relaxed) && plain_context(ts, last_set(ts))))) {
-    id = own_module_frame(ts, name);
+      (set = last_set(ts), !ts.frames.empty() || (g_fast.load(std::memory_order_relaxed) && plain_context(ts, set)))) {
+    id = own_module_frame(ts, name, set);
     kind = id != 0 ? kOwnFrame : kNoScope;
   } else if (name != nullptr) {
     sweep_outside_frames(ts);

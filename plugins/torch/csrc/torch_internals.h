@@ -11,6 +11,8 @@
 #include <ATen/record_function.h>
 
 #include <cstddef>
+#include <string>
+#include <variant>
 
 namespace proton_torch_internals {
 
@@ -41,6 +43,10 @@ template struct Steal<&c10::impl::OperatorEntry::is_observed_, ObservedTag>;
 // engine records, record_function scopes): the alternative RecordFunction::fn_ holds. Reading it touches
 // the record alone; the operator's name lies in its schema, rarely in cache.
 inline bool names_operator(const at::RecordFunction& rf) { return (rf.*steal(RecordFnTag{})).index() == 1; }
+
+// The name a record carries as a string of its own (names_operator(rf) must not hold): read in place, with no
+// call into libtorch.
+inline const std::string& record_string(const at::RecordFunction& rf) { return std::get<0>(rf.*steal(RecordFnTag{})); }
 
 // The schema of the operator a record names (names_operator(rf) must hold): its address, nothing of it read.
 inline const void* operator_schema(const at::RecordFunction& rf) {
