@@ -566,8 +566,9 @@ inline bool streq(const char* a, const char* b) {
   return false;
 }
 
-// The first ``n`` bytes of ``a`` and ``b`` are equal (neither ends before a difference is found). Inline, where
-// libc's strncmp is a vector routine of many cache lines that a GPU host's launches evict between two calls.
+// The first ``n`` bytes of ``a`` (a C string) and ``b`` (``n`` bytes, none of them NUL) are equal: a shorter ``a``
+// differs at its terminator, so nothing past it is read. Inline, where libc's strncmp is a vector routine of many
+// cache lines that a GPU host's launches evict between two calls.
 inline bool same_bytes(const char* a, const char* b, size_t n) {
   for (size_t i = 0; i < n; ++i)
     if (a[i] != b[i]) return false;
