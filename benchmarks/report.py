@@ -42,6 +42,19 @@ def median_ci(values, level=0.9, draws=4000, seed=0):
     return meds[tail], meds[draws - 1 - tail]
 
 
+def median_ci_by_round(groups, level=0.9, draws=4000, seed=0):
+    """Bootstrap interval of the median of A/B window pairs, drawing whole rounds: the pairs of one round share
+    a process and the machine's state then, so drawing pairs one by one (median_ci) reads them as more
+    independent than they are. None under CI_MIN_ROUNDS rounds (a pooled report, merge.py, has enough)."""
+    groups = [g for g in groups if g]
+    if len(groups) < CI_MIN_ROUNDS:
+        return None
+    rng = random.Random(seed)
+    meds = sorted(statistics.median([v for g in rng.choices(groups, k=len(groups)) for v in g]) for _ in range(draws))
+    tail = int(draws * (1 - level) / 2)
+    return meds[tail], meds[draws - 1 - tail]
+
+
 def _index(runs):
     """(round, workload, profiler) -> run."""
     return {(r["round"], r["workload"], r["profiler"]): r for r in runs}
@@ -56,7 +69,7 @@ def summarize(runs: list[dict], plan: dict) -> dict:
         cells = {}
         floor = next((p for p in FIDELITY_REFERENCES if p in wplan.get("profilers", [])), FLOOR)
         for prof in wplan.get("profilers", []):
-            ratios, floor_ratios, step_ratios, ok_runs, errors = [], [], [], [], []
+            ratios, floor_ratios, step_ratios, ok_runs, errors, pair_rounds = [], [], [], [], [], []
             for rnd in rounds:
                 run = idx.get((rnd, workload, prof))
                 if run is None:
@@ -70,6 +83,7 @@ def summarize(runs: list[dict], plan: dict) -> dict:
                     ratios.append(run["per_iter_s"] / base["per_iter_s"])
                 if run.get("paired_ratios"):  # an in-process A/B: its own window pairs, not another process
                     floor_ratios.extend(run["paired_ratios"])
+                    pair_rounds.append(run["paired_ratios"])
                     continue
                 ref = idx.get((rnd, workload, floor))
                 if prof not in ("none", floor) and ref and ref.get("ok") and ref.get("per_iter_s") \
@@ -90,6 +104,7 @@ def summarize(runs: list[dict], plan: dict) -> dict:
                 "floor_ratio_min": min(floor_ratios) if floor_ratios else None,
                 "floor_ratio_max": max(floor_ratios) if floor_ratios else None,
                 "floor_ratio_ci90": median_ci(floor_ratios),
+                "floor_ratio_ci90_rounds": median_ci_by_round(pair_rounds),  # A/B rows, 10 rounds and more
                 # the same with each run's median single step: blind to a few long interruptions
                 # (a full GC, the host stealing the core), which the window mean above counts
                 "step_floor_ratios": step_ratios, "step_floor_ratio_median": _median(step_ratios),
@@ -180,7 +195,9 @@ def floor_cell(cell: dict) -> str:
     if cell.get("floor_ratio_median") is None:
         return "-"
     text = f"{cell['floor_ratio_median']:.3f} [{cell['floor_ratio_min']:.3f}-{cell['floor_ratio_max']:.3f}]"
-    ci = cell.get("floor_ratio_ci90")
+    ci, by_round = cell.get("floor_ratio_ci90"), cell.get("floor_ratio_ci90_rounds")
+    if by_round:
+        return text + f" (90% CI {ci[0]:.3f}-{ci[1]:.3f}; drawing rounds {by_round[0]:.3f}-{by_round[1]:.3f})"
     return text + (f" (90% CI {ci[0]:.3f}-{ci[1]:.3f})" if ci else "")
 
 

@@ -183,6 +183,26 @@ def test_median_interval_is_reproducible_and_brackets_the_median():
     assert wide[1] - wide[0] > 2 * (hi - lo)
 
 
+def test_interval_drawing_rounds_is_wider_where_rounds_differ():
+    """Window pairs of one round move together (one process, one machine state): drawing whole rounds must
+    give the wider interval then, and none below the rounds an interval needs."""
+    sys.path.insert(0, BENCH)
+    from report import median_ci, median_ci_by_round
+
+    import random
+
+    rng = random.Random(5)
+    groups = []
+    for _ in range(12):  # each round shifted by its own offset, its 9 pairs close around it
+        shift = rng.gauss(0.0, 0.05)
+        groups.append([1.08 + shift + rng.gauss(0.0, 0.005) for _ in range(9)])
+    pairs = median_ci([v for g in groups for v in g])
+    rounds = median_ci_by_round(groups)
+    assert rounds[0] <= pairs[0] and rounds[1] >= pairs[1] and rounds[1] - rounds[0] > 1.5 * (pairs[1] - pairs[0])
+    assert median_ci_by_round(groups) == rounds  # seeded
+    assert median_ci_by_round(groups[:9]) is None
+
+
 def test_lanes_pass_the_run_shape_on():
     """A lane's run.py gets this run's A/B pairs and window length, not its own defaults."""
     import argparse
