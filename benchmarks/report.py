@@ -34,19 +34,18 @@ def median_ci(values, level=0.9, draws=4000, seed=0):
     interval).  Single rounds spread by tens of percent between processes, so the
     interval, not the median alone, says whether a target is met."""
     values = [v for v in values if v is not None]
-    if len(values) < CI_MIN_ROUNDS:
-        return None
-    rng = random.Random(seed)
-    meds = sorted(statistics.median(rng.choices(values, k=len(values))) for _ in range(draws))
-    tail = int(draws * (1 - level) / 2)
-    return meds[tail], meds[draws - 1 - tail]
+    return _bootstrap_median([[v] for v in values], level, draws, seed)
 
 
 def median_ci_by_round(groups, level=0.9, draws=4000, seed=0):
     """Bootstrap interval of the median of A/B window pairs, drawing whole rounds: the pairs of one round share
     a process and the machine's state then, so drawing pairs one by one (median_ci) reads them as more
     independent than they are. None under CI_MIN_ROUNDS rounds (a pooled report, merge.py, has enough)."""
-    groups = [g for g in groups if g]
+    return _bootstrap_median([g for g in groups if g], level, draws, seed)
+
+
+def _bootstrap_median(groups, level, draws, seed):
+    """The median's interval, each draw taking len(groups) groups with replacement; None under CI_MIN_ROUNDS."""
     if len(groups) < CI_MIN_ROUNDS:
         return None
     rng = random.Random(seed)
