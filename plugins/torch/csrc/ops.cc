@@ -687,10 +687,12 @@ void append_shapes(std::string& out, const at::RecordFunction& rf) {
 //   and the previous one set again at its exit.
 // Input shapes (record_shapes) resolve each frame at its entry either way: the inputs are there only.
 
-// Whether a record's own name is autograd's record of a node, "autograd::engine::evaluate_function: X" (a
-// comparison of fixed length, which the compiler expands in place).
-inline bool engine_record(const std::string& name) {
-  return name.size() >= sizeof kEnginePrefix - 1 && std::memcmp(name.data(), kEnginePrefix, sizeof kEnginePrefix - 1) == 0;
+// X where a record of its own string (names_operator(rf) must not hold) is autograd's record of a node,
+// "autograd::engine::evaluate_function: X", else nullptr (a comparison of fixed length, expanded in place).
+inline const char* engine_node(const at::RecordFunction& rf) {
+  const std::string& name = record_string(rf);
+  constexpr size_t n = sizeof kEnginePrefix - 1;
+  return name.size() >= n && std::memcmp(name.data(), kEnginePrefix, n) == 0 ? name.c_str() + n : nullptr;
 }
 
 // "aten::detach" directly inside "aten::detach", or "detach" (autograd's own record of it) inside it.
@@ -974,9 +976,8 @@ __attribute__((noinline, cold)) std::unique_ptr<at::ObserverContext> enter_slow(
   try {
     ThreadState& ts = state();
     if (!names_operator(rf)) {
-      const std::string& name = record_string(rf);
-      if (engine_record(name)) {
-        enter_backward(ts, rf, name.c_str() + sizeof kEnginePrefix - 1);
+      if (const char* node = engine_node(rf)) {
+        enter_backward(ts, rf, node);
         return nullptr;
       }
     }
@@ -1019,10 +1020,9 @@ std::unique_ptr<at::ObserverContext> on_enter(const at::RecordFunction& rf) {
       }
       return nullptr;
     }
-    const std::string& name = record_string(rf);  // autograd's record of a node: a frame looked up when needed
-    if (engine_record(name)) {
+    if (const char* node = engine_node(rf)) {  // autograd's record of a node: a frame looked up when needed
       try {
-        enter_backward(*ts, rf, name.c_str() + sizeof kEnginePrefix - 1);
+        enter_backward(*ts, rf, node);
       } catch (...) {
         g_callback_errors.fetch_add(1, std::memory_order_relaxed);
       }
