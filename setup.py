@@ -1,4 +1,5 @@
-"""Builds proton_core._scope_fast, proton.scope's enter and exit in C (CPython's C API only).
+"""Builds proton_core._scope_fast: proton.scope's enter and exit in C, and the scope engine's C API for other
+extensions (proton_core/include/proton_core/scope_api.h); CPython's C API only.
 
 Metadata is in pyproject.toml; this file only adds the extension.  It is optional: where it cannot be
 compiled (no C compiler), the install still succeeds and the Python scope path runs, with the same results.
@@ -10,7 +11,8 @@ setup(
     ext_modules=[
         Extension(
             "proton_core._scope_fast",
-            ["csrc/scope_fast.c"],
+            ["csrc/scope_fast.c", "csrc/engine.c"],
+            include_dirs=["proton_core/include", "csrc"],
             extra_compile_args=["-O2", "-Wall", "-Wextra", "-Wno-unused-parameter", "-Wno-missing-field-initializers",
                                 "-fvisibility=hidden"],
             optional=True,

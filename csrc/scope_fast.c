@@ -32,6 +32,8 @@
 #include <structmember.h>
 #include <time.h>
 
+#include "engine.h"
+
 #define PROTOCOL_VERSION 1
 
 static struct {
@@ -540,7 +542,17 @@ static PyObject *counts(PyObject *mod, PyObject *unused) {
                          g.n_exit_fast, "exit_slow", g.n_exit_slow);
 }
 
+static PyObject *configure_engine(PyObject *mod, PyObject *objects) {
+    if (engine_configure(objects) < 0) return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *engine_counts_py(PyObject *mod, PyObject *unused) { return engine_counts(); }
+
 static PyMethodDef module_methods[] = {
+    {"configure_engine", configure_engine, METH_O,
+     "configure_engine(objects dict | None): the core's objects behind the C API (_C_API); Python only."},
+    {"engine_counts", engine_counts_py, METH_NOARGS, "C API calls taken natively / handed to Python / recalled."},
     {"configure", configure, METH_O, "configure(protocol tuple, version 1) or configure(None): Python only."},
     {"counts", counts, METH_NOARGS, "Calls taken here (fast) and handed to Python (slow), for tests."},
     {"enter_scope", (PyCFunction)(void (*)(void))fast_enter_scope, METH_FASTCALL | METH_KEYWORDS,
@@ -579,6 +591,10 @@ PyMODINIT_FUNC PyInit__scope_fast(void) {
     INTERN(s_triton_op, "triton_op");
     INTERN(s_metrics, "metrics");
     if ((g.zero = PyLong_FromLong(0)) == NULL) return NULL;
+    if (engine_init(m) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
     PyObject *type = PyType_FromSpec(&scope_spec);
     if (type == NULL || PyModule_AddObject(m, "ScopeBase", type) < 0) {
         Py_XDECREF(type);

@@ -29,6 +29,7 @@ class ContextTree:
         #: (first id, resolve) for ids a plugin interns natively, without the GIL:
         #: resolve(id) -> (parent id, name) of a scope, or None.
         self._foreign: list[tuple[int, object]] = []
+        self._owners: dict[str, int] = {}  # reserve(): owner -> first id of its range
 
     def register_foreign(self, first_id: int, resolve) -> None:
         """Ids from ``first_id`` up are a plugin's own scopes, named by ``resolve``."""
@@ -36,6 +37,23 @@ class ContextTree:
             raise ValueError(f"foreign context ids must start far above the core's, not at {first_id}")
         self._foreign = sorted([e for e in self._foreign if e[0] != first_id] + [(first_id, resolve)],
                                key=lambda e: -e[0])
+
+    #: Each plugin's reserved range of context ids is this wide (scope_api.h's reserve_ids).
+    RANGE = 1 << 40
+
+    def reserve(self, owner: str, resolve) -> int:
+        """The first id of the range of :attr:`RANGE` ids that ``owner`` interns itself; the same owner
+        gets the same range again (its ``resolve`` replaced).  Ranges start at 2**40, far above the core's."""
+        with self._lock:
+            first = self._owners.get(owner)
+            if first is None:
+                taken = {f for f, _ in self._foreign}
+                first = self.RANGE
+                while first in taken:
+                    first += self.RANGE
+                self._owners[owner] = first
+        self.register_foreign(first, resolve)
+        return first
 
     def _entry(self, context_id: int) -> tuple[int, str, str]:
         """(parent, kind, name) of an id: the core's own, else the plugin's that interned it."""

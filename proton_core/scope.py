@@ -319,6 +319,45 @@ def fast_protocol():
             _enter_scope, _exit_scope, SETTLERS)
 
 
+def _current() -> int:
+    """The calling thread's published context (the C API's ``current``, Python path)."""
+    return THREAD.current
+
+
+def _innermost() -> int:
+    """The innermost scope open on the calling thread, 0 for none (the C API's ``innermost_scope``)."""
+    if SETTLERS:
+        settle()
+    stack = THREAD.stack
+    return stack[-1][0] if stack else ROOT_ID
+
+
+def engine_objects(pure: bool) -> dict:
+    """What the scope engine's C API (``_scope_fast._C_API``, proton_core/include/proton_core/scope_api.h)
+    acts on: the Python path's objects, and its functions for every case the C side hands back.
+    ``pure``: every call goes to those functions (PROTON_PURE_PYTHON)."""
+    from .context import OP
+    from .launch_ops import _CLEARS, _OPS, open_counted_op
+    from .session import ACTIVITY
+
+    return {
+        "thread": THREAD, "index": _INDEX, "child": TREE.child, "scope_kind": SCOPE, "op_kind": OP,
+        "manager": MANAGER, "activity": ACTIVITY, "entries": _ENTRIES, "settlers": SETTLERS,
+        "open_scope": open_unchecked, "close_scope": close_unchecked, "open_op": open_op_unchecked,
+        "close_op": close_op_unchecked, "open_counted_op": open_counted_op, "ops": _OPS, "clears": _CLEARS,
+        "current": _current, "innermost_scope": _innermost, "reserve_ids": TREE.reserve, "pure": pure,
+    }
+
+
+def _configure_engine() -> None:
+    """Back the C API with this module's objects, wherever the extension was built (forced pure: all in Python)."""
+    try:
+        from . import _scope_fast
+    except ImportError:
+        return
+    _scope_fast.configure_engine(engine_objects(pure=_pure_python_asked()))
+
+
 def use_fast(on: bool = True) -> bool:
     """Enter and leave plain scopes in C (``on``) or always in Python; False where the C path is not built."""
     if _FAST is None:
@@ -328,6 +367,7 @@ def use_fast(on: bool = True) -> bool:
 
 
 use_fast(True)
+_configure_engine()
 
 
 class cpu_timed_scope(scope):

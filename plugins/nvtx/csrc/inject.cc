@@ -8,8 +8,8 @@
 //   package) goes through Python, as proton.enter_scope does, so ranges and
 //   Proton scopes nest in program order;
 // * any other thread (NCCL, cuDNN, user C++) never touches Python: ranges are
-//   interned here into context ids of their own (kFirstId and up, which the
-//   core resolves through this module) and published to the running backends
+//   interned here into context ids of the range the core reserved for this
+//   plugin (which the core resolves through this module) and published to the running backends
 //   through their native context setters (capsule "proton.native_context.v1").
 //
 // Start/End ranges and marks go to data="trace" sessions only: they are kept
@@ -28,12 +28,12 @@
 #include <vector>
 
 #include "nvtx_abi.h"
+#include "proton_core/scope_api.h"
 
 namespace {
 
 using namespace nvtx_abi;
 
-constexpr uint64_t kFirstId = uint64_t(1) << 40;  // our ids; the core's are far below
 constexpr size_t kMaxNameBytes = 1024;             // longer names are cut (README)
 constexpr int kMaxChannels = 8;
 
@@ -54,6 +54,8 @@ std::atomic<uint64_t> g_probe_hits{0};
 std::atomic<uint64_t> g_unbalanced{0};
 std::atomic<uint64_t> g_python_errors{0};
 std::atomic<uint64_t> g_native_pushes{0};
+// The first of our context ids: the range the core reserved for this plugin (set_bridge), far above its own.
+std::atomic<uint64_t> g_first_id{uint64_t(1) << 40};
 
 // Backends' native setters; slots are written before the count grows and only while no session runs.
 NativeContext g_channels[kMaxChannels];
@@ -188,7 +190,7 @@ uint64_t intern(uint64_t parent, const std::string& name) {
   std::lock_guard<std::mutex> g(g_intern_mu);
   auto it = g_intern.find(key);
   if (it != g_intern.end()) return it->second;
-  uint64_t id = kFirstId + g_entries.size();
+  uint64_t id = g_first_id.load(std::memory_order_relaxed) + g_entries.size();
   g_entries.emplace_back(parent, name);
   g_intern.emplace(std::move(key), id);
   return id;
@@ -274,138 +276,32 @@ PyObject* python_name(const std::string& name) {
   return s;
 }
 
-// The core's scope stack, driven from C with the GIL held (plugin_api.scope_stack_protocol, v1):
-// the steps of open_scope/close_scope without two calls into Python per range.  Whatever is not
-// the plain case (a state or op on top, tracing sessions) goes to those Python functions.
-struct Core {
-  PyObject* thread = nullptr;   // threading.local: .stack, .current
-  PyObject* index = nullptr;    // dict (parent, "scope", name) -> id
-  PyObject* child = nullptr;    // TREE.child(parent, kind, name) -> id
-  PyObject* kind = nullptr;     // "scope"
-  PyObject* manager = nullptr;  // .setters, .tracing
-  PyObject* settlers = nullptr; // a list of callables run before the stack is read to open (usually empty)
-  PyObject* s_stack = nullptr;
-  PyObject* s_current = nullptr;
-  PyObject* s_setters = nullptr;
-  PyObject* s_tracing = nullptr;
-  PyObject* zero = nullptr;
-} g_core;
+// Threads holding the GIL: ranges are scopes of the core's stack, through the core's scope engine
+// (proton_core/scope_api.h); without it (a core built without its C extension) the Python functions
+// set_bridge was given do the same.
+const ProtonScopeAPI* g_api = nullptr;
 
-// The calling thread's dict of the core's threading.local (created on first touch, stable for the
-// thread's life): one lookup per thread instead of a threading.local access per attribute.
-thread_local PyObject* t_dict = nullptr;
-
-PyObject* thread_dict() {
-  if (t_dict == nullptr) t_dict = PyObject_GetAttrString(g_core.thread, "__dict__");  // kept: the thread's
-  return t_dict;
+// Open: the new id (>= 0), or -1 (an exception is set).
+long long open_held(PyObject* name) {
+  if (g_api != nullptr) {
+    uint64_t id = 0;
+    return g_api->open_scope(name, &id) == 0 ? (long long)id : -1;
+  }
+  PyObject* r = PyObject_CallOneArg(g_py_push, name);
+  long long ctx = r ? PyLong_AsLongLong(r) : -1;
+  Py_XDECREF(r);
+  return ctx;
 }
 
-bool call_setters(PyObject* ctx) {
-  PyObject* setters = PyObject_GetAttr(g_core.manager, g_core.s_setters);
-  if (setters == nullptr || !PyTuple_Check(setters)) {
-    Py_XDECREF(setters);
-    return false;
-  }
-  bool ok = true;
-  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(setters) && ok; ++i) {
-    PyObject* r = PyObject_CallOneArg(PyTuple_GET_ITEM(setters, i), ctx);
-    ok = r != nullptr;
-    Py_XDECREF(r);
-  }
-  Py_DECREF(setters);
-  return ok;
-}
-
-// `list.pop()` of the last item (n > 0), keeping the list's array: list_resize would free a short stack's
-// array when it empties (and shrink it below half), so every push/pop pair paid a malloc and a free.
-void drop_last(PyObject* list) {
-  Py_ssize_t n = PyList_GET_SIZE(list);
-  PyObject* item = PyList_GET_ITEM(list, n - 1);
-  Py_SET_SIZE(list, n - 1);
-  Py_DECREF(item);
-}
-
-// The top entry's id of a stack list (borrowed), or zero.
-PyObject* top_id(PyObject* stack) {
-  Py_ssize_t n = PyList_GET_SIZE(stack);
-  if (n == 0) return g_core.zero;
-  PyObject* top = PyList_GET_ITEM(stack, n - 1);
-  return PyTuple_Check(top) && PyTuple_GET_SIZE(top) > 0 ? PyTuple_GET_ITEM(top, 0) : nullptr;
-}
-
-// Open: the new id (new reference), nullptr with no error set = not the plain case, or an error.
-PyObject* fast_open(PyObject* name) {
-  for (Py_ssize_t i = 0; g_core.settlers != nullptr && i < PyList_GET_SIZE(g_core.settlers); ++i) {
-    PyObject* settler = Py_NewRef(PyList_GET_ITEM(g_core.settlers, i));
-    PyObject* r = PyObject_CallNoArgs(settler);
-    Py_DECREF(settler);
-    if (r == nullptr) return nullptr;
-    Py_DECREF(r);
-  }
-  PyObject* d = thread_dict();
-  PyObject* stack = d ? PyDict_GetItemWithError(d, g_core.s_stack) : nullptr;
-  if (stack == nullptr || !PyList_Check(stack)) return nullptr;
-  Py_INCREF(stack);
-  PyObject* result = nullptr;
-  PyObject* parent = top_id(stack);
-  PyObject* current = parent ? PyDict_GetItemWithError(d, g_core.s_current) : nullptr;
-  int plain = current ? PyObject_RichCompareBool(current, parent, Py_EQ) : -1;
-  if (plain == 1) {
-    PyObject* key = PyTuple_Pack(3, parent, g_core.kind, name);
-    PyObject* ctx = key ? PyDict_GetItemWithError(g_core.index, key) : nullptr;
-    if (ctx != nullptr) {
-      Py_INCREF(ctx);
-    } else if (!PyErr_Occurred()) {
-      ctx = PyObject_CallFunctionObjArgs(g_core.child, parent, g_core.kind, name, nullptr);
-    }
-    Py_XDECREF(key);
-    PyObject* now = ctx ? PyLong_FromUnsignedLongLong(now_ns()) : nullptr;
-    PyObject* entry = now ? PyTuple_Pack(3, ctx, name, now) : nullptr;
-    Py_XDECREF(now);
-    if (entry != nullptr && PyList_Append(stack, entry) == 0 && PyDict_SetItem(d, g_core.s_current, ctx) == 0 &&
-        call_setters(ctx)) {
-      result = ctx;
-      ctx = nullptr;
-    }
-    Py_XDECREF(entry);
-    Py_XDECREF(ctx);
-  }
-  Py_DECREF(stack);
-  return result;
-}
-
-// Close: 1 done, 0 not the plain case (nothing changed), -1 an error.
-int fast_close(uint64_t id) {
-  PyObject* tracing = PyObject_GetAttr(g_core.manager, g_core.s_tracing);
-  if (tracing == nullptr) return -1;
-  bool traced = !PyTuple_Check(tracing) || PyTuple_GET_SIZE(tracing) > 0;
-  Py_DECREF(tracing);
-  if (traced) return 0;
-  PyObject* d = thread_dict();
-  PyObject* stack = d ? PyDict_GetItemWithError(d, g_core.s_stack) : nullptr;
-  if (stack == nullptr || !PyList_Check(stack)) return PyErr_Occurred() ? -1 : 0;
-  Py_INCREF(stack);
-  int done = 0;
-  Py_ssize_t n = PyList_GET_SIZE(stack);
-  PyObject* top = n ? top_id(stack) : nullptr;
-  if (top != nullptr && PyLong_AsUnsignedLongLong(top) == id) {
-    Py_INCREF(top);
-    PyObject* current = PyDict_GetItemWithError(d, g_core.s_current);
-    int plain = current ? PyObject_RichCompareBool(current, top, Py_EQ) : -1;
-    Py_DECREF(top);
-    if (plain == 1) {
-      drop_last(stack);
-      PyObject* parent = top_id(stack);
-      Py_XINCREF(parent);
-      done = parent && PyDict_SetItem(d, g_core.s_current, parent) == 0 && call_setters(parent) ? 1 : -1;
-      Py_XDECREF(parent);
-    } else if (plain < 0) {
-      done = -1;
-    }
-  }
-  if (PyErr_Occurred()) PyErr_Clear();  // e.g. a top id that is not an int: the Python side decides
-  Py_DECREF(stack);
-  return done;
+// Close: 1 closed, 0 another scope is innermost, -1 an exception.
+int close_held(uint64_t id) {
+  if (g_api != nullptr) return g_api->close_scope(id);
+  PyObject* arg = PyLong_FromUnsignedLongLong(id);
+  PyObject* res = arg ? PyObject_CallOneArg(g_py_pop, arg) : nullptr;
+  Py_XDECREF(arg);
+  int closed = res == nullptr ? -1 : res != Py_False;
+  Py_XDECREF(res);
+  return closed;
 }
 
 // ----------------------------------------------------------- push / pop ----
@@ -422,11 +318,8 @@ int push(const void* domain, std::string name) {
   uint64_t start = g_cpu_time.load(std::memory_order_relaxed) ? now_ns() : 0;
   if (holds_gil() && g_py_push != nullptr) {
     PyObject* s = python_name(name);
-    PyObject* r = s && g_core.thread ? fast_open(s) : nullptr;
-    if (r == nullptr && !PyErr_Occurred() && s != nullptr) r = PyObject_CallOneArg(g_py_push, s);
+    long long ctx = s != nullptr ? open_held(s) : -1;
     Py_XDECREF(s);
-    long ctx = r ? PyLong_AsLong(r) : -1;
-    Py_XDECREF(r);
     if (PyErr_Occurred()) {
       PyErr_Clear();
       g_python_errors.fetch_add(1, std::memory_order_relaxed);
@@ -456,15 +349,10 @@ int pop(const void* domain, bool match_domain) {
     // Pushed holding the GIL; a pop without it (rare: a C++ region in between) takes it.
     bool held = PyGILState_Check();
     PyGILState_STATE st = held ? PyGILState_UNLOCKED : PyGILState_Ensure();
-    int fast = held && g_core.thread ? fast_close(r.ctx) : 0;
-    if (fast < 0 && PyErr_Occurred()) PyErr_Clear();
-    if (fast == 0 && g_py_pop != nullptr) {
-      PyObject* arg = PyLong_FromUnsignedLongLong(r.ctx);
-      PyObject* res = arg ? PyObject_CallOneArg(g_py_pop, arg) : nullptr;
-      Py_XDECREF(arg);
-      if (res == Py_False) g_misnested.fetch_add(1, std::memory_order_relaxed);
-      Py_XDECREF(res);
-      if (PyErr_Occurred()) {
+    if (g_api != nullptr || g_py_pop != nullptr) {
+      int closed = close_held(r.ctx);
+      if (closed == 0) g_misnested.fetch_add(1, std::memory_order_relaxed);
+      if (closed < 0 || PyErr_Occurred()) {
         PyErr_Clear();
         g_python_errors.fetch_add(1, std::memory_order_relaxed);
       }
@@ -557,30 +445,18 @@ PyObject* py_configure(PyObject*, PyObject* args, PyObject* kwargs) {
 }
 
 PyObject* py_set_bridge(PyObject*, PyObject* args) {
-  PyObject *push_fn, *pop_fn, *protocol = Py_None;
-  if (!PyArg_ParseTuple(args, "OO|O", &push_fn, &pop_fn, &protocol)) return nullptr;
-  // (1, thread, index, child, scope_kind, manager, open, close[, settlers]): plugin_api.scope_stack_protocol()
-  if (protocol != Py_None && PyTuple_Check(protocol) && PyTuple_GET_SIZE(protocol) >= 6 &&
-      PyLong_AsLong(PyTuple_GET_ITEM(protocol, 0)) == 1 && PyDict_Check(PyTuple_GET_ITEM(protocol, 2))) {
-    PyObject** slots[] = {&g_core.thread, &g_core.index, &g_core.child, &g_core.kind, &g_core.manager};
-    for (int i = 0; i < 5; ++i) {
-      PyObject* v = PyTuple_GET_ITEM(protocol, i + 1);
-      Py_INCREF(v);
-      Py_XSETREF(*slots[i], v);
-    }
-    PyObject* settlers = PyTuple_GET_SIZE(protocol) >= 9 ? PyTuple_GET_ITEM(protocol, 8) : nullptr;
-    Py_XSETREF(g_core.settlers, settlers != nullptr && PyList_Check(settlers) ? Py_NewRef(settlers) : nullptr);
-    if (g_core.s_stack == nullptr) {
-      g_core.s_stack = PyUnicode_InternFromString("stack");
-      g_core.s_current = PyUnicode_InternFromString("current");
-      g_core.s_setters = PyUnicode_InternFromString("setters");
-      g_core.s_tracing = PyUnicode_InternFromString("tracing");
-      g_core.zero = PyLong_FromLong(0);
-    }
-  } else if (protocol != Py_None) {
-    PyErr_Clear();
-    Py_CLEAR(g_core.thread);  // an unknown protocol: the Python functions do everything
+  PyObject *push_fn, *pop_fn;
+  unsigned long long first = 0;
+  if (!PyArg_ParseTuple(args, "OOK", &push_fn, &pop_fn, &first)) return nullptr;
+  if (first == 0) {
+    PyErr_SetString(PyExc_ValueError, "set_bridge: the first id of the reserved range must be above 0");
+    return nullptr;
   }
+  // The core's scope engine where it was built; else the Python functions do everything.
+  const ProtonScopeAPI* api = ProtonScopeAPI_Import(1);
+  if (api == nullptr) PyErr_Clear();
+  g_api = api;
+  g_first_id.store(first);
   if (push_fn == Py_None) push_fn = nullptr;
   if (pop_fn == Py_None) pop_fn = nullptr;
   Py_XINCREF(push_fn);
@@ -622,8 +498,9 @@ PyObject* py_resolve(PyObject*, PyObject* arg) {
   uint64_t id = PyLong_AsUnsignedLongLong(arg);
   if (PyErr_Occurred()) return nullptr;
   std::lock_guard<std::mutex> g(g_intern_mu);
-  if (id < kFirstId || id - kFirstId >= g_entries.size()) Py_RETURN_NONE;
-  const auto& e = g_entries[id - kFirstId];
+  uint64_t first = g_first_id.load(std::memory_order_relaxed);
+  if (id < first || id - first >= g_entries.size()) Py_RETURN_NONE;
+  const auto& e = g_entries[id - first];
   return Py_BuildValue("(Ks#)", (unsigned long long)e.first, e.second.data(), Py_ssize_t(e.second.size()));
 }
 
@@ -678,8 +555,8 @@ PyMethodDef kMethods[] = {
     {"configure", reinterpret_cast<PyCFunction>(py_configure), METH_VARARGS | METH_KEYWORDS,
      "configure(on, cpu_time, domain_prefix, keep_ids=False): what pushes do from now on"},
     {"set_bridge", py_set_bridge, METH_VARARGS,
-     "set_bridge(push, pop, protocol=None): the Python side of GIL-holding threads; with the core's "
-     "scope_stack_protocol() the plain cases run in C"},
+     "set_bridge(push, pop, first_id): GIL-holding threads' ranges through the core's scope engine (its C API, "
+     "else push/pop); native ids from first_id, the range the core reserved"},
     {"probe", py_probe, METH_O, "probe(on): count pushes that reach us while off (stats()['probe_hits'])"},
     {"set_channels", py_set_channels, METH_O,
      "set_channels([capsule, ...]): the running backends' native context setters; returns how many"},

@@ -15,18 +15,15 @@ from proton_core.plugin_api import (
     add_cpu_time_at,
     add_scope_event,
     close_scope,
-    native_context_setters,
     open_scope,
     open_sessions,
-    register_context_ids,
     register_internal_path,
-    scope_stack_protocol,
     warn,
 )
+from proton_core.native_api import native_context_setters, reserve_context_ids
 
 from . import injection
 
-FIRST_ID = 1 << 40  # the injection library's ids (kFirstId)
 _warned: set[str] = set()
 _probed: list = []  # libraries are probed once per process, before the first session turns ranges on
 
@@ -129,9 +126,9 @@ def proton_session_started(session):
     if not session.nvtx or not injection.enabled_by_env():
         return
     native = _native()
-    # Threads holding the GIL: ranges are scopes of the core's stack (plain cases done in C by the protocol).
-    native.set_bridge(open_scope, close_scope, scope_stack_protocol())
-    register_context_ids(FIRST_ID, native.resolve)
+    # Threads holding the GIL: ranges are scopes of the core's stack (through its C API where built);
+    # other threads' ranges get ids of the range the core reserves for this plugin.
+    native.set_bridge(open_scope, close_scope, reserve_context_ids("nvtx", native.resolve))
     if not any(s.nvtx for s in open_sessions() if s is not session):
         native.configure(False, False, True)
         _check_injection()  # while ranges are off: the probes record nothing
