@@ -8,18 +8,28 @@ docstring lists and nothing else; everything one plugin registers is
 published together or not at all.  A plugin module implements any subset of
 these with ``@proton_core.hookimpl``; the types it needs come from
 :mod:`proton_core.plugin_api`.
+
+Every spec is fully annotated; the types are imported for type checkers only
+(``TYPE_CHECKING``), so importing this module loads nothing more
+(``tests/test_contract_hookspecs.py`` checks both).
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import pluggy
+
+if TYPE_CHECKING:
+    from .plugin_api import Session
+    from .registry import RegisterBackend, RegisterContext, RegisterSink
 
 hookspec = pluggy.HookspecMarker("proton")
 
 
 # --------------------------------------------------------------- backends ----
 @hookspec
-def proton_register_backends(register):
+def proton_register_backends(register: RegisterBackend) -> None:
     """Register device-activity backends.
 
     Call ``register(name, factory, *, description="", priority=0, available=None, modes=())``.
@@ -35,7 +45,7 @@ def proton_register_backends(register):
 
 # -------------------------------------------------------- context sources ----
 @hookspec
-def proton_register_contexts(register):
+def proton_register_contexts(register: RegisterContext) -> None:
     """Register context sources.
 
     Call ``register(name, factory, *, description="", base=False)``.
@@ -48,7 +58,7 @@ def proton_register_contexts(register):
 
 # ------------------------------------------------------------------ sinks ----
 @hookspec
-def proton_register_sinks(register):
+def proton_register_sinks(register: RegisterSink) -> None:
     """Register output formats.
 
     Call ``register(name, writer, *, extension, data=("tree",), description="")``.
@@ -59,15 +69,15 @@ def proton_register_sinks(register):
 
 # -------------------------------------------------------------- lifecycle ----
 @hookspec
-def proton_session_started(session):
+def proton_session_started(session: Session) -> None:
     """A session started; ``session`` is the live :class:`proton_core.plugin_api.Session`."""
 
 
 @hookspec
-def proton_session_finalizing(session):
+def proton_session_finalizing(session: Session) -> None:
     """A session is about to be written: last chance to add metrics to ``session.profile``."""
 
 
 @hookspec
-def proton_session_finalized(session, paths):
+def proton_session_finalized(session: Session, paths: list[str]) -> None:
     """A session was written to ``paths`` (a list of file paths)."""

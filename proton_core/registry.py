@@ -12,11 +12,38 @@ from __future__ import annotations
 import difflib
 import inspect
 from dataclasses import dataclass
-from typing import Callable
+from typing import TYPE_CHECKING, Callable, Protocol, Sequence
 
 from .errors import PluginError
 
+if TYPE_CHECKING:
+    from .plugin_api import Backend, ContextSource, Profile
+
 DATA_KINDS = ("tree", "trace")
+
+
+# ------------------------------------------------------- register callbacks ----
+# The ``register`` each registration hook receives, one Protocol per kind: the hookspecs' parameter
+# types, and the one place each signature is written (KINDS binds plugins' calls against them).
+class RegisterBackend(Protocol):
+    """``register`` of ``proton_register_backends``."""
+
+    def __call__(self, name: str, factory: Callable[[], Backend], *, description: str = "", priority: int = 0,
+                 available: Callable[[], str | None] | None = None, modes: Sequence[str] = ()) -> None: ...
+
+
+class RegisterContext(Protocol):
+    """``register`` of ``proton_register_contexts``."""
+
+    def __call__(self, name: str, factory: Callable[[], ContextSource], *, description: str = "",
+                 base: bool = False) -> None: ...
+
+
+class RegisterSink(Protocol):
+    """``register`` of ``proton_register_sinks``."""
+
+    def __call__(self, name: str, writer: Callable[[Profile, str], None], *, extension: str,
+                 data: Sequence[str] = ("tree",), description: str = "") -> None: ...
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -32,23 +59,37 @@ class Entry:
 class BackendEntry(Entry):
     """A device-activity backend: ``factory()`` returns a :class:`proton_core.plugin_api.Backend`."""
 
-    factory: Callable
+    factory: Callable[[], Backend]
     #: Automatic choice takes the available backend of highest positive priority.
     priority: int = 0
     #: ``available()`` -> None when the backend can run here, else a one-line reason.
-    available: Callable | None = None
+    available: Callable[[], str | None] | None = None
     #: Values (or prefixes) ``start(mode=...)`` accepts.
-    modes: tuple = ()
+    modes: tuple[str, ...] = ()
 
     def unavailable_reason(self) -> str | None:
-        return self.available() if self.available is not None else None
+        """None when the backend can run here, else why not.  Every caller of a plugin's probe goes
+        through here (automatic choice at ``start()``, error messages, the ``gpu`` marker's skip): a
+        probe that raises makes the backend unavailable with a one-line reason, never an error."""
+        if self.available is None:
+            return None
+        try:
+            return self.available()
+        except Exception as exc:  # a plugin's bug must not break start() or pytest collection
+            return probe_failure(exc)
+
+
+def probe_failure(exc: BaseException) -> str:
+    """The one-line reason recorded for an ``available()`` probe that raised ``exc``."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    return f"availability check failed: {type(exc).__name__}" + (f": {'; '.join(lines)}" if lines else "")
 
 
 @dataclass(frozen=True, kw_only=True)
 class ContextEntry(Entry):
     """A context source: ``base`` ones are chosen with ``start(context=)``, others layered with ``hook=``."""
 
-    factory: Callable
+    factory: Callable[[], ContextSource]
     base: bool = False
 
 
@@ -56,28 +97,29 @@ class ContextEntry(Entry):
 class SinkEntry(Entry):
     """An output format: ``writer(profile, path)`` writes a :class:`proton_core.plugin_api.Profile`."""
 
-    writer: Callable
+    writer: Callable[[Profile, str], None]
     extension: str
-    data: tuple = ("tree",)
+    data: tuple[str, ...] = ("tree",)
 
 
-def _backend(name, factory, *, description: str = "", priority: int = 0, available=None, modes=()):
-    """register(name, factory, *, description="", priority=0, available=None, modes=())"""
+def _call_signature(protocol: type) -> inspect.Signature:
+    """The signature a plugin calls: the Protocol's ``__call__`` without ``self``."""
+    signature = inspect.signature(protocol.__call__)
+    return signature.replace(parameters=list(signature.parameters.values())[1:])
 
 
-def _context(name, factory, *, description: str = "", base: bool = False):
-    """register(name, factory, *, description="", base=False)"""
-
-
-def _sink(name, writer, *, extension: str, data=("tree",), description: str = ""):
-    """register(name, writer, *, extension, data=("tree",), description="")"""
+def plain_signature(signature: inspect.Signature) -> str:
+    """``(name, factory, *, description='', ...)``: a signature as error messages show it, without types."""
+    empty = inspect.Parameter.empty
+    return str(signature.replace(parameters=[p.replace(annotation=empty) for p in signature.parameters.values()],
+                                 return_annotation=empty))
 
 
 #: kind -> (signature the plugin calls, entry class)
-KINDS = {
-    "backend": (inspect.signature(_backend), BackendEntry),
-    "context": (inspect.signature(_context), ContextEntry),
-    "sink": (inspect.signature(_sink), SinkEntry),
+KINDS: dict[str, tuple[inspect.Signature, type[Entry]]] = {
+    "backend": (_call_signature(RegisterBackend), BackendEntry),
+    "context": (_call_signature(RegisterContext), ContextEntry),
+    "sink": (_call_signature(RegisterSink), SinkEntry),
 }
 
 
@@ -86,15 +128,15 @@ class Registry:
 
     def __init__(self, kind: str) -> None:
         self.kind = kind
-        self.items: dict[str, object] = {}
+        self.items: dict[str, Entry] = {}
 
-    def get(self, name: str):
+    def get(self, name: str) -> Entry | None:
         return self.items.get(name)
 
     def names(self) -> list[str]:
         return sorted(self.items)
 
-    def values(self) -> list:
+    def values(self) -> list[Entry]:
         return list(self.items.values())
 
 
@@ -104,16 +146,16 @@ class Staging:
     def __init__(self, plugin: str, registries: dict[str, Registry]) -> None:
         self.plugin = plugin
         self.registries = registries
-        self.entries: list[tuple[str, object]] = []
+        self.entries: list[tuple[str, Entry]] = []
 
-    def register_function(self, kind: str) -> Callable:
+    def register_function(self, kind: str) -> RegisterBackend | RegisterContext | RegisterSink:
         signature, _ = KINDS[kind]
 
-        def register(*args, **kwargs):
+        def register(*args, **kwargs) -> None:
             self.add(kind, *args, **kwargs)
 
-        register.__signature__ = signature
-        register.__doc__ = f"Register a {kind} of plugin {self.plugin!r}: {signature}"
+        register.__signature__ = signature  # type: ignore[attr-defined]
+        register.__doc__ = f"Register a {kind} of plugin {self.plugin!r}: {plain_signature(signature)}"
         return register
 
     def add(self, kind: str, *args, **kwargs) -> None:
@@ -122,7 +164,8 @@ class Staging:
         try:
             bound = signature.bind(*args, **kwargs)
         except TypeError as exc:
-            raise self.error(f"called register() for a {kind} wrongly ({exc}); the signature is {signature}")
+            raise self.error(f"called register() for a {kind} wrongly ({exc}); "
+                             f"the signature is {plain_signature(signature)}")
         bound.apply_defaults()
         values = dict(bound.arguments)
         name = values["name"]
