@@ -1,0 +1,71 @@
+"""Writing a session's profile: the output format's checks, the path, and an atomic write through its sink.
+
+Sinks (``proton_register_sinks``) own the bytes; this module picks the sink,
+names the file and makes a failed write leave no partial file and keep the data.
+"""
+
+from __future__ import annotations
+
+import os
+
+from . import periodic
+from .errors import ProtonError
+from .plugins import get_plugins
+
+DEFAULT_FORMAT = {"tree": "hatchet", "trace": "chrome_trace"}
+
+
+def check_format(output_format, data) -> None:
+    sinks = get_plugins().sinks
+    reg = sinks.get(output_format) if isinstance(output_format, str) else None
+    if reg is None:
+        raise ProtonError(f"unknown output_format {output_format!r}: choose one of {', '.join(sinks.names())}")
+    if data not in reg.data:
+        fit = [e.name for e in sinks.values() if data in e.data]
+        raise ProtonError(f"output_format {output_format!r} cannot write data={data!r}: use one of {', '.join(fit)}")
+
+
+def output_path(name: str, extension: str) -> str:
+    return name if name.endswith("." + extension) else f"{name}.{extension}"
+
+
+def write(session, fmt: str, name: str, plugins) -> str:
+    return write_profile(session.profile, fmt, name, plugins, session.id)
+
+
+def write_profile(profile, fmt: str, name: str, plugins, session_id: int) -> str:
+    """Write through a temporary file and rename, so a failed write leaves no partial file and keeps the data."""
+    from .progress import progress
+
+    reg = plugins.sinks.get(fmt)
+    path = output_path(name, reg.extension)
+    directory = os.path.dirname(os.path.abspath(path))
+    tmp = os.path.join(directory, f".{os.path.basename(path)}.{os.getpid()}.tmp")
+    try:
+        with progress(f"writing {path}"):
+            reg.writer(profile, tmp)
+        os.replace(tmp, path)
+    except OSError as exc:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise ProtonError(
+            f"cannot write session {session_id}'s profile to {path!r} ({exc.strerror or exc}); its data is kept: "
+            f"call proton.finalize({session_id}, name='<writable path>')"
+        ) from None
+    return path
+
+
+def write_parts(session, fmt: str, name: str, plugins, everything: bool = False) -> list[str]:
+    """Write complete phases (all kept ones with ``everything``) to ``<name>.part_<N>`` and free them."""
+    phases = session.phases
+    numbers = sorted(phases.profiles) if everything else phases.complete_phases()
+    for number in numbers:
+        profile = phases.profiles[number]
+        empty = not profile.tree.root.children and not profile.tree.root.metrics
+        if not empty or (everything and number == numbers[-1] and not session.parts):  # a run leaves a file
+            path = write_profile(profile, fmt, periodic.part_name(name, number), plugins, session.id)
+            session.parts.append(path)
+        phases.clear(number)
+    return list(session.parts) if everything else []
