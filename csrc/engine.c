@@ -27,7 +27,8 @@ static struct {
     PyObject *py_current, *py_innermost, *py_reserve;
     PyObject *tls_key, *s_dict, *s_stack, *s_current, *s_state, *s_op, *s_setters, *s_tracing, *s_any, *s_generation;
     PyObject *zero;
-    unsigned long long n_fast, n_slow, n_recalled;
+    /* calls per function and path: taken here, handed to Python, answered from a remembered hit */
+    unsigned long long scope_fast, scope_slow, op_close_fast, op_close_slow, launch_fast, launch_slow, launch_recalled;
 } E;
 
 /* ------------------------------------------------------------------ per thread ---- */
@@ -216,7 +217,7 @@ static int api_open_scope(PyObject *name, uint64_t *id) {
     int rc = -1;
     if (got < 0) goto out;
     if (parent == NULL) { /* a state or op on top, an odd entry: Python's steps */
-        ++E.n_slow;
+        ++E.scope_slow;
         rc = id_result(PyObject_CallOneArg(E.py_open_scope, name), id);
         goto out;
     }
@@ -238,7 +239,7 @@ static int api_open_scope(PyObject *name, uint64_t *id) {
     Py_XDECREF(now);
     if (entry != NULL && PyList_Append(stack, entry) == 0 && PyDict_SetItem(d, E.s_current, ctx) == 0 &&
         call_setters(ctx) == 0 && as_id(ctx, id) == 0) {
-        ++E.n_fast;
+        ++E.scope_fast;
         rc = 0;
     }
     Py_XDECREF(entry);
@@ -251,7 +252,7 @@ out:
 
 /* close_unchecked's result (a bool) as 1/0, or -1. */
 static int slow_close_scope(uint64_t id) {
-    ++E.n_slow;
+    ++E.scope_slow;
     PyObject *arg = PyLong_FromUnsignedLongLong(id);
     PyObject *r = arg ? PyObject_CallOneArg(E.py_close_scope, arg) : NULL;
     Py_XDECREF(arg);
@@ -293,7 +294,7 @@ static int api_close_scope(uint64_t id) {
     } else {
         Py_INCREF(parent);
         if (PyDict_SetItem(d, E.s_current, parent) == 0 && call_setters(parent) == 0) {
-            ++E.n_fast;
+            ++E.scope_fast;
             rc = 1;
         }
         Py_DECREF(parent);
@@ -308,7 +309,6 @@ out:
 
 static int api_open_op(PyObject *name, uint64_t *id) {
     if (!E.on) return not_configured();
-    ++E.n_slow;
     return id_result(PyObject_CallOneArg(E.py_open_op, name), id);
 }
 
@@ -338,7 +338,7 @@ static int api_close_op(void) {
     PyObject *entry = i >= 0 && i < PyList_GET_SIZE(E.entries) ? PyList_GET_ITEM(E.entries, i) : NULL;
     if (entry == NULL || !PyTuple_CheckExact(entry) || PyTuple_GET_SIZE(entry) != 3 ||
         PyTuple_GET_ITEM(entry, 1) != E.op_kind) { /* not an op entry: the Python close_op recomputes */
-        ++E.n_slow;
+        ++E.op_close_slow;
         PyObject *r = PyObject_CallNoArgs(E.py_close_op);
         rc = r == NULL ? -1 : 0;
         Py_XDECREF(r);
@@ -348,7 +348,7 @@ static int api_close_op(void) {
     PyObject *parent = Py_NewRef(PyTuple_GET_ITEM(entry, 0));
     if (PyDict_SetItem(d, E.s_op, Py_None) == 0 && PyDict_SetItem(d, E.s_current, parent) == 0 &&
         call_setters(parent) == 0) {
-        ++E.n_fast;
+        ++E.op_close_fast;
         rc = 0;
     }
     Py_DECREF(parent);
@@ -534,7 +534,7 @@ out:
     Py_XDECREF(base);
     Py_DECREF(d);
     if (rc == ASK_PYTHON) { /* a state of the thread this code leaves to the Python step */
-        ++E.n_slow;
+        ++E.launch_slow;
         PyObject *r = PyObject_CallOneArg(E.py_open_counted_op, items);
         rc = r == NULL ? -1 : truth(r);
         Py_XDECREF(r);
@@ -561,13 +561,14 @@ static int api_open_launch_op(PyObject *data) {
     if (t == NULL) return -1;
     int rc = recall(t, data);
     if (rc != ASK_PYTHON) {
-        E.n_recalled += rc == 1;
+        E.launch_recalled += rc == 1;
         return rc;
     }
     PyObject *items = items_of(data);
     if (items == NULL) return -1;
+    unsigned long long slow = E.launch_slow;
     rc = cached_step(t, items);
-    E.n_fast += rc == 1;
+    E.launch_fast += rc == 1 && slow == E.launch_slow;
     Py_DECREF(items);
     return rc;
 }
@@ -666,7 +667,9 @@ int engine_configure(PyObject *objects) {
 }
 
 PyObject *engine_counts(void) {
-    return Py_BuildValue("{sKsKsK}", "fast", E.n_fast, "slow", E.n_slow, "recalled", E.n_recalled);
+    return Py_BuildValue("{sKsKsKsKsKsKsK}", "scope_fast", E.scope_fast, "scope_slow", E.scope_slow, "close_op_fast",
+                         E.op_close_fast, "close_op_slow", E.op_close_slow, "launch_fast", E.launch_fast,
+                         "launch_slow", E.launch_slow, "launch_recalled", E.launch_recalled);
 }
 
 #define INTERN(field, text) \

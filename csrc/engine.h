@@ -8,7 +8,7 @@
 int engine_init(PyObject *module);
 /* Takes the core's objects (a dict, proton_core.scope.engine_objects()): 0, or -1 with an exception. */
 int engine_configure(PyObject *objects);
-/* {"fast": n, "slow": n, "recalled": n}: calls taken natively, handed to Python, answered from remembered hits. */
+/* Calls per function of the C API: taken natively (_fast), handed to Python (_slow), answered from a remembered hit. */
 PyObject *engine_counts(void);
 
 #endif

@@ -17,7 +17,9 @@ import pytest
 
 import proton_core as proton
 from fwtest import install_fake_triton, load, node
-from proton_core.plugin_api import current_op, launch_op_protocol, register_settler, thread_state, unregister_settler
+from proton_core.launch_ops import _CLEARS, _OPS
+from proton_core.plugin_api import current_op, register_settler, thread_state, unregister_settler
+from proton_core.session import MANAGER
 from proton_core.testing import PendingScope, reset
 from proton_frameworks import triton_hook
 from proton_frameworks.testing import LazyDict
@@ -52,7 +54,15 @@ class Hooks:
 
     @staticmethod
     def _stats():
-        return _triton_fast.stats() if _triton_fast is not None else {}
+        """Enters done by the core's cached step (from a remembered hit, or looked up), by the Python remainder;
+        exits closed natively or by the Python close_op (the core's engine counts its own C API's calls)."""
+        if _triton_fast is None:
+            return {}
+        from proton_core import _scope_fast
+
+        core, hooks = _scope_fast.engine_counts(), _triton_fast.stats()
+        return {"enter_recalled": core["launch_recalled"], "enter_fast": core["launch_fast"],
+                "enter_slow": hooks["enter_slow"], "exit_fast": core["close_op_fast"], "exit_slow": core["close_op_slow"]}
 
     def taken(self):
         """How many enters/exits took each native path since this object was made."""
@@ -402,9 +412,9 @@ def test_a_thread_ending_with_an_op_open_leaves_later_threads_clean(tmp_path, fa
 
 
 def test_the_op_cache_emptied_midway(tmp_path, fake, impl):
-    """The core empties its op cache when full (ops.clear(), clears[0] += 1, as launch_op_protocol says):
-    a remembered hit must not outlive that."""
-    ops, clears = launch_op_protocol()[2], launch_op_protocol()[9]
+    """The core empties its op cache when full (ops.clear(), clears[0] += 1): a remembered hit must not outlive
+    that."""
+    ops, clears = _OPS, _CLEARS
     h = Hooks(impl)
     proton.start(str(tmp_path / "p"), backend="fake")
     data = LazyDict({"name": "k", "function": 1234, "stream": 0})
@@ -487,17 +497,17 @@ def test_proton_triton_native_selects_the_installed_hooks(tmp_path, fake, monkey
 
 
 @pytest.mark.skipif(_triton_fast is None, reason="proton_frameworks._triton_fast is not built")
-def test_configure_refuses_another_protocol():
-    with pytest.raises(ValueError, match="unknown launch op protocol"):
-        _triton_fast.configure((2,) + launch_op_protocol()[1:], triton_hook.RESERVED_KEYS,
-                               triton_hook._enter_general)
+def test_configure_refuses_what_it_cannot_use():
+    with pytest.raises(TypeError, match="reserved keys"):
+        _triton_fast.configure(list(triton_hook.RESERVED_KEYS), triton_hook._enter_general)
+    _triton_fast.configure(triton_hook.RESERVED_KEYS, triton_hook._enter_general)  # what triton_hook did at import
     assert os.environ.get("PROTON_TRITON_NATIVE", "1").strip() == "0" or triton_hook.hooks()[0] is \
         _triton_fast.launch_enter
 
 
 def flaky_run(tmp_path, fake, impl, exc_type, monkeypatch):
     """Launches with a context setter that raises exc_type once, at a launch the native side recalls."""
-    manager = launch_op_protocol()[4]
+    manager = MANAGER
     h = Hooks(impl)
     proton.start(str(tmp_path / impl), backend="fake")
     calls, raised = [], []
@@ -535,7 +545,7 @@ def test_the_core_counts_its_cache_clears(fake):
     """What the native side relies on: the core's op cache is emptied only with clears[0] incremented."""
     from proton_core.plugin_api import close_op, metric_name, open_counted_op
 
-    ops, clears = launch_op_protocol()[2], launch_op_protocol()[9]
+    ops, clears = _OPS, _CLEARS
     numbers = ((metric_name("flops16"), 1),)
     proton.start("unused", backend="fake")
     before, n = clears[0], 0

@@ -44,7 +44,6 @@ from proton_core.plugin_api import (
     add_numbers_here,
     close_op,
     enter_scope,
-    launch_op_protocol,
     metric_name,
     open_counted_op,
     open_op,
@@ -171,15 +170,15 @@ def launch_exit(meta) -> None:
 
 
 def _load_native():
-    """``proton_frameworks._triton_fast`` configured with the core's launch-op protocol, or None
-    (not built: no compiler at install; or built for another protocol version: said once)."""
+    """``proton_frameworks._triton_fast`` on the core's scope engine (its C API), or None (not built: no
+    compiler at install; or the core has no C API or an older one: said once)."""
     try:
         from . import _triton_fast
     except ImportError:
         return None
     try:
-        _triton_fast.configure(launch_op_protocol(), RESERVED_KEYS, _enter_general)
-    except (TypeError, ValueError) as exc:
+        _triton_fast.configure(RESERVED_KEYS, _enter_general)
+    except (ImportError, TypeError, ValueError) as exc:
         warn(f"hook='triton' uses its Python launch hooks: the native ones do not fit this proton_core ({exc}); "
              f"reinstall proton-profiler-frameworks")
         return None
