@@ -11,4 +11,7 @@ int engine_configure(PyObject *objects);
 /* Calls per function of the C API: taken natively (_fast), handed to Python (_slow), answered from a remembered hit. */
 PyObject *engine_counts(void);
 
+/* capi(function, argument=None, resolve=None): one call through the C API's table, for the contract tests. */
+PyObject *engine_capi_call(PyObject *args);
+
 #endif

@@ -549,10 +549,13 @@ static PyObject *configure_engine(PyObject *mod, PyObject *objects) {
 
 static PyObject *engine_counts_py(PyObject *mod, PyObject *unused) { return engine_counts(); }
 
+static PyObject *capi_py(PyObject *mod, PyObject *args) { return engine_capi_call(args); }
+
 static PyMethodDef module_methods[] = {
     {"configure_engine", configure_engine, METH_O,
      "configure_engine(objects dict | None): the core's objects behind the C API (_C_API); Python only."},
     {"engine_counts", engine_counts_py, METH_NOARGS, "C API calls taken natively / handed to Python / recalled."},
+    {"capi", capi_py, METH_VARARGS, "capi(function, argument=None, resolve=None): one call through the C API's table (tests)."},
     {"configure", configure, METH_O, "configure(protocol tuple, version 1) or configure(None): Python only."},
     {"counts", counts, METH_NOARGS, "Calls taken here (fast) and handed to Python (slow), for tests."},
     {"enter_scope", (PyCFunction)(void (*)(void))fast_enter_scope, METH_FASTCALL | METH_KEYWORDS,
