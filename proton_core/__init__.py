@@ -15,7 +15,8 @@ from ._version import __version__
 from .errors import ProtonError
 from .plugins import hookimpl
 from .scope import cpu_timed_scope, enter_scope, exit_scope, scope, state
-from .session import MANAGER
+from . import data  # noqa: F401  (proton.data: upstream's phase API)
+from .manager import MANAGER
 
 
 def _prepare_nvtx() -> None:

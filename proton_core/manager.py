@@ -17,8 +17,8 @@ from . import config, exit_flush, log, periodic, routing
 from .activity import ACTIVITY
 from .backend import context_setter
 from .context import THREAD
-from .data import Profile
 from .errors import BackendUnavailable, ProtonError
+from .model import Profile
 from .output import DEFAULT_FORMAT, check_format, write, write_parts
 from .plugins import get_plugins
 from .routing import BackendState

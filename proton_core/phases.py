@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from .data import Profile
+from .model import Profile
 from .errors import ProtonError
 
 

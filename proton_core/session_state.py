@@ -12,9 +12,9 @@ from .activity import ACTIVITY
 from .backend import NODE_CAPTURED_AT, NODE_CONTEXT, NODE_FRAME, CAPTURED_AT
 from .context import OP, THREAD
 from .contexts.base import CAPTURED
-from .data import Profile, Trace
-from .data.trace import KernelEvent, KernelSlice
-from .data.tree import merge_metrics
+from .model import Profile, Trace
+from .model.trace import KernelEvent, KernelSlice
+from .model.tree import merge_metrics
 from .metrics import parse_name as parse_metric_name, read_tensor
 from .phases import Phases
 from .tallies import Tallies
@@ -26,7 +26,7 @@ class Session:
     Read-only for plugins: ``id``, ``name`` (output path without extension),
     ``context`` (the base context's name), ``data`` (``tree``/``trace``),
     ``backend`` (the backend's name), ``mode``, ``output_format``, ``active``
-    and ``profile`` (the :class:`~proton_core.data.Profile` being filled;
+    and ``profile`` (the :class:`~proton_core.model.Profile` being filled;
     ``proton_session_finalizing`` may add metrics to ``profile.tree``).
     """
 

@@ -5,7 +5,7 @@ import math
 
 import pytest
 
-from proton_core.data import Profile, Tree
+from proton_core.model import Profile, Tree
 from proton_core.errors import ProtonError
 from proton_core.formats import hatchet
 from proton_core.inclusive import subtree_sums

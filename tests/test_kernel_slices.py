@@ -5,8 +5,8 @@ import json
 import logging
 
 import proton_core as proton
-from proton_core.data import Profile, Trace
-from proton_core.data.trace import KernelSlice
+from proton_core.model import Profile, Trace
+from proton_core.model.trace import KernelSlice
 from proton_core.session import MANAGER
 from proton_core.sinks.chrome_trace import trace_events
 

@@ -68,7 +68,7 @@ def _literals(node) -> list[dict]:
 
 
 def literal(tree) -> dict:
-    """A :class:`~proton_core.data.Tree`'s root as a hatchet literal node, built iteratively."""
+    """A :class:`~proton_core.model.Tree`'s root as a hatchet literal node, built iteratively."""
     (root,) = _literals(tree.root)
     stack = [(tree.root, root["children"])]
     while stack:
@@ -97,7 +97,7 @@ def metadata(profile) -> dict:
 
 
 def document(profile, metadata: dict | None = None) -> list:
-    """``[root literal, device_info]`` of a :class:`~proton_core.data.Profile`.
+    """``[root literal, device_info]`` of a :class:`~proton_core.model.Profile`.
 
     Kernels the backend lost (``profile.dropped``) are the root's ``dropped``
     metric, so a reader of the file sees that the counts are short, and by how much;
