@@ -16,6 +16,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <string.h>
+#include <structmember.h>
 #include <time.h>
 
 #include "engine.h"
@@ -28,6 +29,7 @@ static struct {
     PyObject *py_current, *py_innermost, *py_reserve;
     PyObject *tls_key, *s_dict, *s_stack, *s_current, *s_state, *s_op, *s_setters, *s_tracing, *s_any, *s_generation;
     PyObject *zero;
+    Py_ssize_t any_offset; /* where ACTIVITY's `any` slot lies in the object (0: read it through getattr) */
     /* calls per function and path: taken here, handed to Python, answered from a remembered hit */
     unsigned long long scope_fast, scope_slow, op_close_fast, op_close_slow, launch_fast, launch_slow, launch_recalled;
 } E;
@@ -597,6 +599,11 @@ static int api_innermost_scope(uint64_t *id) {
 
 static int api_is_active(void) {
     if (!E.on) return 0;
+    if (E.any_offset > 0) { /* ACTIVITY is a __slots__ object: its slot read where it lies */
+        PyObject *v = *(PyObject **)((char *)E.activity + E.any_offset);
+        if (v == Py_True) return 1;
+        if (v == Py_False) return 0;
+    }
     PyObject *any = PyObject_GetAttr(E.activity, E.s_any);
     int on = any ? truth(any) : -1;
     Py_XDECREF(any);
@@ -605,6 +612,24 @@ static int api_is_active(void) {
         return 0;
     }
     return on;
+}
+
+static int api_context_kind(uint64_t id) {
+    if (!E.on) return not_configured();
+    if (id < (uint64_t)PyList_GET_SIZE(E.entries)) {
+        PyObject *entry = PyList_GET_ITEM(E.entries, (Py_ssize_t)id);
+        if (id == 0) return PROTON_CONTEXT_SCOPE; /* the root: what scopes open under */
+        PyObject *kind = PyTuple_CheckExact(entry) && PyTuple_GET_SIZE(entry) == 3 ? PyTuple_GET_ITEM(entry, 1) : NULL;
+        if (kind != NULL && PyUnicode_Check(kind)) {
+            if (PyUnicode_Compare(kind, E.scope_kind) == 0) return PROTON_CONTEXT_SCOPE;
+            if (PyUnicode_Compare(kind, E.op_kind) == 0) return PROTON_CONTEXT_OP;
+            return PROTON_CONTEXT_STATE;
+        }
+    } else if (id >= ((uint64_t)1 << 40)) {
+        return PROTON_CONTEXT_FOREIGN;
+    }
+    PyErr_Format(PyExc_ValueError, "proton: context id %llu was never handed out", (unsigned long long)id);
+    return -1;
 }
 
 static int api_reserve_ids(const char *owner, PyObject *resolve, uint64_t *first) {
@@ -619,7 +644,7 @@ static int api_reserve_ids(const char *owner, PyObject *resolve, uint64_t *first
 static const ProtonScopeAPI api_table = {
     PROTON_SCOPE_API_VERSION, sizeof(ProtonScopeAPI),
     api_open_scope, api_close_scope, api_open_op, api_close_op, api_open_launch_op,
-    api_current, api_innermost_scope, api_is_active, api_reserve_ids,
+    api_current, api_innermost_scope, api_is_active, api_context_kind, api_reserve_ids,
 };
 
 /* ------------------------------------------------------------------ through the table, from Python ---- */
@@ -655,6 +680,12 @@ PyObject *engine_capi_call(PyObject *args) {
         return rc < 0 ? NULL : PyLong_FromUnsignedLongLong(id);
     }
     if (strcmp(fn, "is_active") == 0) return PyBool_FromLong(api->is_active());
+    if (strcmp(fn, "context_kind") == 0) {
+        unsigned long long x = PyLong_AsUnsignedLongLong(arg);
+        if (PyErr_Occurred()) return NULL;
+        rc = api->context_kind(x);
+        return rc < 0 ? NULL : PyLong_FromLong(rc);
+    }
     if (strcmp(fn, "reserve_ids") == 0) {
         if (!PyUnicode_Check(arg)) return PyErr_Format(PyExc_TypeError, "reserve_ids takes an owner name");
         rc = api->reserve_ids(PyUnicode_AsUTF8(arg), resolve, &id);
@@ -706,6 +737,12 @@ int engine_configure(PyObject *objects) {
                           &E.py_close_op, &E.py_open_counted_op, &E.ops, &E.clears, &E.py_current,
                           &E.py_innermost, &E.py_reserve};
     for (size_t i = 0; i < sizeof(slots) / sizeof(slots[0]); ++i) *slots[i] = Py_NewRef(found[i]);
+    E.any_offset = 0; /* ACTIVITY.any as a plain __slots__ member: read in place */
+    PyObject *descr = _PyType_Lookup(Py_TYPE(E.activity), E.s_any);
+    if (descr != NULL && Py_IS_TYPE(descr, &PyMemberDescr_Type)) {
+        PyMemberDef *member = ((PyMemberDescrObject *)descr)->d_member;
+        if (member->type == T_OBJECT_EX || member->type == T_OBJECT) E.any_offset = member->offset;
+    }
     PyObject *pure = PyDict_GetItemString(objects, "pure");
     E.pure = pure != NULL && PyObject_IsTrue(pure) == 1;
     E.on = 1;

@@ -238,6 +238,22 @@ def test_reserved_ranges(engine):
 
 
 @needs_capi
+def test_context_kind(tmp_path, fake):
+    start(tmp_path, [])
+    with proton.scope("s"):
+        scope_id = THREAD.current
+        with proton.state("st"):
+            state_id = THREAD.current
+        op_id = open_op("op")
+        close_op()
+    proton.finalize()
+    kind = lambda i: _scope_fast.capi("context_kind", i)  # noqa: E731
+    assert [kind(0), kind(scope_id), kind(state_id), kind(op_id), kind(1 << 41)] == [1, 1, 2, 3, 4]
+    with pytest.raises(ValueError, match="never handed out"):
+        kind((1 << 39))
+
+
+@needs_capi
 def test_bad_arguments_raise_at_the_call():
     with pytest.raises(TypeError, match="non-empty str"):
         _scope_fast.capi("open_scope", "")

@@ -33,6 +33,8 @@ extern "C" {
 #define PROTON_SCOPE_API_CAPSULE "proton_core._scope_fast._C_API"
 #define PROTON_SCOPE_API_VERSION 1u
 
+enum { PROTON_CONTEXT_SCOPE = 1, PROTON_CONTEXT_STATE = 2, PROTON_CONTEXT_OP = 3, PROTON_CONTEXT_FOREIGN = 4 };
+
 typedef struct ProtonScopeAPI {
     uint32_t version; /* PROTON_SCOPE_API_VERSION of the core that filled the table */
     uint32_t size;    /* sizeof(ProtonScopeAPI) in that core: members past it are absent */
@@ -62,6 +64,11 @@ typedef struct ProtonScopeAPI {
     int (*innermost_scope)(uint64_t *id);
     /* 1 while any session records, 0 otherwise (never fails): cheap, for per-event hooks. */
     int (*is_active)(void);
+
+    /* What context `id` is: PROTON_CONTEXT_SCOPE, _STATE or _OP (the core's own ids), PROTON_CONTEXT_FOREIGN
+     * (an id of a plugin's reserved range), or -1 with an exception (an id never handed out).  Ids never
+     * change meaning: an answer may be cached. */
+    int (*context_kind)(uint64_t id);
 
     /* Reserve the context ids a plugin interns itself (natively, on threads without the GIL):
      * *first is the first id of a range of 2**40 ids only `owner` uses; the same owner gets the same
