@@ -1,6 +1,6 @@
 """Per-launch cost of intra-kernel instrumentation: none, ours, upstream Proton's (GPU only).
 
-    python3 benchmarks/instrumentation_cost.py [--rounds 5] [--launches 2000] [--windows 5] [--out cost.json]
+    python3 -m benchmarks.instrumentation_cost [--rounds 5] [--launches 2000] [--windows 5] [--out cost.json]
 
 Two workloads:
 
@@ -35,6 +35,11 @@ import subprocess
 import sys
 import tempfile
 import time
+
+if not __package__:  # started as a file: the package and its modules cannot be found that way
+    sys.exit("run it from the repository root: python3 -m benchmarks.instrumentation_cost ...")
+
+from benchmarks import REPO, python_m  # noqa: E402
 
 CONFIGS = ("none", "ours", "upstream")
 WORKLOADS = ("tiny", "two_scopes")
@@ -129,10 +134,10 @@ def worker(config: str, launches: int, windows: int) -> dict:
 
 # ------------------------------------------------------------------ parent ----
 def run_worker(config: str, args) -> dict:
-    cmd = [sys.executable, os.path.abspath(__file__), "--worker", config, "--launches", str(args.launches),
-           "--windows", str(args.windows)]
+    cmd = python_m("benchmarks.instrumentation_cost", "--worker", config, "--launches", str(args.launches),
+                   "--windows", str(args.windows))
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout, cwd=REPO)
     except subprocess.TimeoutExpired:
         return {"config": config, "error": f"worker timed out after {args.timeout} s"}
     for line in proc.stdout.splitlines():

@@ -14,10 +14,9 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import threading
 
-import merge
+from benchmarks import REPO, merge, python_m
 
 # Seconds one round of a workload took on the 4-GPU H200 machine, all its
 # profilers (2026-11-22; graph includes torch.profiler's finalize, cut at 30 s).
@@ -86,8 +85,9 @@ def _relay(stream, prefix: str) -> None:
             pass
 
 
-def run(h, matrix: dict, mode: dict, run_py: str) -> None:
-    """Start one child run.py per lane, wait for all, and save their joined figures through ``h``."""
+def run(h, matrix: dict, mode: dict, run_module: str) -> None:
+    """Start one child run.py per lane (``python3 -m run_module``), wait for all, and save their joined
+    figures through ``h``."""
     n = h.args.gpus
     if not h.args.dry_run:
         have = _gpu_count()
@@ -104,11 +104,11 @@ def run(h, matrix: dict, mode: dict, run_py: str) -> None:
         out = os.path.join(h.out, f"lane{i}")
         env = dict(h.env, CUDA_VISIBLE_DEVICES=gpu,
                    PROTON_BENCH_CPUS=",".join(map(str, cpus[1:5] if len(cpus) >= 6 else cpus)))
-        cmd = [sys.executable, run_py] + lane_argv(h.args, workloads, out, budget)
+        cmd = python_m(run_module, *lane_argv(h.args, workloads, out, budget))
         h.meta["lanes"].append({"gpu": gpu, "cpus": env["PROTON_BENCH_CPUS"], "workloads": workloads})
         h.log(f"lane {i}: GPU {gpu}, cores {env['PROTON_BENCH_CPUS']}, workloads {', '.join(workloads)}")
         proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                start_new_session=True)
+                                cwd=REPO, start_new_session=True)
         t = threading.Thread(target=_relay, args=(proc.stdout, f"[lane {i}]"), daemon=True)
         t.start()
         procs.append(proc)

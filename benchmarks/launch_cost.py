@@ -1,6 +1,6 @@
 """Per-launch cost of each profiler, in nanoseconds, measured in one process.
 
-    python3 benchmarks/launch_cost.py [--launches 20000] [--windows 12] [--depth 0,20]
+    python3 -m benchmarks.launch_cost [--launches 20000] [--windows 12] [--depth 0,20]
 
 The overhead benchmark (run.py) compares whole processes, which differ by tens
 of percent; this one alternates short windows of the same launch loop under
@@ -18,10 +18,10 @@ import statistics
 import sys
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
+if not __package__:  # started as a file: the package and its modules cannot be found that way
+    sys.exit("run it from the repository root: python3 -m benchmarks.launch_cost ...")
 
-import profilers  # noqa: E402
+from benchmarks import profilers  # noqa: E402
 
 DEFAULT_PROFILERS = "none,floor,ours-shadow,ours-python"
 
@@ -32,7 +32,7 @@ def at_depth(depth, fn):
 
 
 def make_loops(torch, n):
-    from triton_kernels import tiny_kernel
+    from benchmarks.triton_kernels import tiny_kernel
 
     a = torch.zeros(1, device="cuda")
 
@@ -46,7 +46,7 @@ def make_loops(torch, n):
             tiny_kernel[(1,)](a)
         torch.cuda.synchronize()
 
-    import workloads
+    from benchmarks import workloads
 
     mlp = workloads.MLP()
     mlp.setup()

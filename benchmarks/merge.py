@@ -5,7 +5,7 @@ workload or profiler (``run.py --workloads ... --profilers ...``); each part
 keeps its own rounds with their own unprofiled baseline, and this recomputes
 the tables over all of them.
 
-    python3 benchmarks/merge.py --out DIR part1/bench.json part2/bench.json ...
+    python3 -m benchmarks.merge --out DIR part1/bench.json part2/bench.json ...
 """
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ import json
 import os
 import sys
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
+if not __package__:  # started as a file: the package and its modules cannot be found that way
+    sys.exit("run it from the repository root: python3 -m benchmarks.merge ...")
 
-import report  # noqa: E402
+from benchmarks import report  # noqa: E402
 
 ROUND_STRIDE = 1000  # a part's rounds are shifted past the previous parts' by multiples of this
 

@@ -1,6 +1,6 @@
 """What an NVTX range push+pop costs under Proton (CPU: host backend; GPU: add --backend cupti).
 
-    python3 benchmarks/nvtx_cost.py [--backend host|cupti] [--n 200000]
+    python3 -m benchmarks.nvtx_cost [--backend host|cupti] [--n 200000]
 
 Each setup runs in --repeat fresh processes (interleaved), 5 rounds each, in ns per push+pop; the
 best counts:
@@ -26,8 +26,12 @@ import subprocess
 import sys
 import tempfile
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-CLIENT = os.path.join(HERE, "..", "plugins", "nvtx", "tests", "native", "nvtx_client.c")
+if not __package__:  # started as a file: the package and its modules cannot be found that way
+    sys.exit("run it from the repository root: python3 -m benchmarks.nvtx_cost ...")
+
+from benchmarks import REPO, python_m  # noqa: E402
+
+CLIENT = os.path.join(REPO, "plugins", "nvtx", "tests", "native", "nvtx_client.c")
 SETUPS = ("no tool", "no session", "session")
 
 
@@ -87,8 +91,9 @@ def main() -> int:
             env.pop("NVTX_INJECTION64_PATH", None)
             if setup == "no tool":
                 env["PROTON_ENABLE_NVTX"] = "0"
-            r = subprocess.run([sys.executable, __file__, "--backend", args.backend, "--n", str(args.n), "--child",
-                                setup, client_path], env=env, capture_output=True, text=True, timeout=600)
+            r = subprocess.run(python_m("benchmarks.nvtx_cost", "--backend", args.backend, "--n", str(args.n),
+                                        "--child", setup, client_path),
+                               env=env, capture_output=True, text=True, timeout=600, cwd=REPO)
             if r.returncode != 0:
                 print(r.stderr, file=sys.stderr)
                 return 1

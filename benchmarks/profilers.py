@@ -12,7 +12,6 @@ import contextlib
 import glob
 import json
 import os
-import sys
 import time
 
 
@@ -137,14 +136,11 @@ class Floor:
         floor_dir = os.environ.get("PROTON_BENCH_FLOOR_DIR", "")
         if not floor_dir:
             raise RuntimeError(os.environ.get("PROTON_BENCH_FLOOR_ERROR") or "floor module not built")
-        sys.path.insert(0, floor_dir)
-        import _proton_floor
+        from benchmarks.floor.build import find_cupti, load
 
-        from floor.build import find_cupti
-
-        self.floor = _proton_floor
+        self.floor = load(floor_dir)
         self.lib = find_cupti()
-        _proton_floor.start(self.lib)
+        self.floor.start(self.lib)
 
     def scope(self, name):
         return contextlib.nullcontext()

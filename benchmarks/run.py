@@ -1,7 +1,7 @@
 """Proton overhead benchmark: how much does profiling cost, against what users would pick instead.
 
-    python3 benchmarks/run.py --out DIR [--quick] [--markdown]   # on the GPU machine
-    python3 benchmarks/run.py --dry-run                          # anywhere: plumbing only
+    python3 -m benchmarks.run --out DIR [--quick] [--markdown]   # on the GPU machine, from the repository root
+    python3 -m benchmarks.run --dry-run                          # anywhere: plumbing only
 
 Every (workload, profiler) measurement runs in its own process (worker.py).
 Rounds are interleaved -- each round runs every profiler once per workload, in
@@ -25,16 +25,13 @@ import subprocess
 import sys
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(HERE)
-sys.path.insert(0, HERE)
+if not __package__:  # started as a file: the package and its modules cannot be found that way
+    sys.exit("run it from the repository root: python3 -m benchmarks.run ...")
 
-import lanes  # noqa: E402
-import profilers  # noqa: E402
-import report  # noqa: E402
-from worker import MEASURED_SUFFIX  # noqa: E402
+from benchmarks import REPO, lanes, profilers, python_m, report  # noqa: E402
+from benchmarks.worker import MEASURED_SUFFIX  # noqa: E402
 
-WORKER = os.path.join(HERE, "worker.py")
+WORKER = "benchmarks.worker"  # each measurement's process: python3 -m benchmarks.worker, from REPO
 
 # workload -> [(profiler, priority)]; priority 3 goes first, then 2, when the budget is short.
 MATRIX = {
@@ -120,10 +117,10 @@ class Harness:
         for stale in (result_path, result_path + ".tmp", measured_path):
             if os.path.exists(stale):
                 os.remove(stale)
-        cmd = [sys.executable, WORKER, "--workload", workload, "--profiler", profiler,
-               "--iters", str(iters), "--warmup", str(warmup), "--calibrate", str(calibrate),
-               "--pairs", str(pairs or self.args.pairs),
-               "--profile-dir", profile_dir, "--result", result_path]
+        cmd = python_m(WORKER, "--workload", workload, "--profiler", profiler,
+                       "--iters", str(iters), "--warmup", str(warmup), "--calibrate", str(calibrate),
+                       "--pairs", str(pairs or self.args.pairs),
+                       "--profile-dir", profile_dir, "--result", result_path)
         note, rc = None, None
         t = time.perf_counter()
         with open(log_path, "w") as log:
@@ -218,7 +215,7 @@ class Harness:
 
     # -------------------------------------------------------------- phases
     def build_floor(self) -> None:
-        from floor import build as floor_build
+        from benchmarks.floor import build as floor_build
 
         if os.path.isdir(self.env.get("PROTON_BENCH_FLOOR_DIR", "")) or "PROTON_BENCH_FLOOR_ERROR" in self.env:
             self.log("floor: built by the parent run")  # a lane of run.py --gpus
@@ -565,7 +562,7 @@ def main(argv=None) -> int:
 
     signal.signal(signal.SIGTERM, on_term)
     if args.gpus > 1:
-        lanes.run(h, matrix, mode, os.path.abspath(__file__))
+        lanes.run(h, matrix, mode, "benchmarks.run")
     else:
         run_serial(h, matrix, mode)
 

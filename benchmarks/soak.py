@@ -9,7 +9,7 @@ RSS after every phase (flat after warm-up?), kernels found in the parts
 against kernels launched, and the per-launch cost against the same launches
 unprofiled.
 
-    python3 benchmarks/soak.py --out $OUT/soak [--launches 100000000 --phases 1000]
+    python3 -m benchmarks.soak --out $OUT/soak [--launches 100000000 --phases 1000]
 """
 
 from __future__ import annotations
@@ -22,6 +22,9 @@ import logging
 import os
 import sys
 import time
+
+if not __package__:  # started as a file: the package (benchmarks.floor) cannot be found that way
+    sys.exit("run it from the repository root: python3 -m benchmarks.soak ...")
 
 
 def rss_mib() -> float:
@@ -88,12 +91,9 @@ def kernel_counts(paths) -> list[tuple[int, int]]:
 def floor_ns_per_launch(cupti, calls: int, per_call: int, out: str) -> float:
     """The bare-CUPTI floor (benchmarks/floor: callbacks, kernel activity, correlation map) on the
     same pattern as a phase's direct launches: what any CUPTI profiler costs here."""
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from floor.build import build, find_cupti
+    from benchmarks.floor.build import build, find_cupti, load
 
-    sys.path.insert(0, build(os.path.join(out, "floor_build")))
-    import _proton_floor
-
+    _proton_floor = load(build(os.path.join(out, "floor_build")))
     _proton_floor.start(find_cupti(), 0)
     try:
         t0 = time.perf_counter()

@@ -1,8 +1,8 @@
 """How long proton-view takes on large profiles, beside upstream's viewer on the same files.
 
-    python3 benchmarks/viewer_speed.py                        # 10k, 100k, 1M nodes
-    python3 benchmarks/viewer_speed.py --sizes 10000          # what CI runs
-    python3 benchmarks/viewer_speed.py --upstream-python /tmp/upvenv/bin/python
+    python3 -m benchmarks.viewer_speed                        # 10k, 100k, 1M nodes
+    python3 -m benchmarks.viewer_speed --sizes 10000          # what CI runs
+    python3 -m benchmarks.viewer_speed --upstream-python /tmp/upvenv/bin/python
 
 Profiles are generated with a training run's shape: steps, forward/backward,
 layers, attention/MLP op scopes (some with cpu_time) and kernel leaves (time,

@@ -1,4 +1,5 @@
-"""One measurement in one fresh process: a workload under one profiler.
+"""One measurement in one fresh process: a workload under one profiler (run.py starts
+``python3 -m benchmarks.worker``).
 
 A process of its own per measurement, so profilers never share CUPTI state,
 caches or allocator history.  The profiler starts before warm-up (start cost
@@ -18,9 +19,6 @@ import sys
 import time
 import traceback
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-if HERE not in sys.path:
-    sys.path.insert(0, HERE)
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 
 T_PROCESS = time.perf_counter()
@@ -136,8 +134,7 @@ def finalize(prof) -> dict:
 
 
 def measure(args) -> dict:
-    import profilers
-    import workloads
+    from benchmarks import profilers, workloads
 
     cpus = pin_cpus()
     wl = workloads.make(args.workload)
@@ -166,7 +163,7 @@ def measure_paired(args, wl, pair) -> dict:
     """Two profilers in one process, windows alternating A B B A A B ...: the ratio
     of each pair of windows is free of the tens of percent by which processes
     differ, the noise that dominates ratios taken across processes."""
-    import profilers
+    from benchmarks import profilers
 
     times = {name: [] for name in pair}
     kept = {}

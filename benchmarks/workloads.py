@@ -57,7 +57,7 @@ class Launch(_Torch):
 
     def setup(self):
         self._init_torch()
-        from triton_kernels import tiny_kernel
+        from benchmarks.triton_kernels import tiny_kernel
 
         self.tiny = tiny_kernel
         self.a = self.torch.zeros(1, device="cuda")
@@ -186,7 +186,7 @@ class TritonLaunch(_Torch):
 
     def setup(self):
         self._init_torch()
-        from triton_kernels import tiny_kernel_with_metadata
+        from benchmarks.triton_kernels import tiny_kernel_with_metadata
 
         self.tiny = tiny_kernel_with_metadata
         self.x = self.torch.zeros(1, device="cuda")
@@ -209,7 +209,7 @@ class TritonMatmul(_Torch):
     def setup(self):
         self._init_torch()
         torch = self.torch
-        from triton_kernels import matmul
+        from benchmarks.triton_kernels import matmul
 
         self.matmul = matmul
         torch.manual_seed(0)

@@ -12,12 +12,19 @@ import sys
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-BENCH = os.path.join(ROOT, "benchmarks")
+
+
+def bench(module, *args):
+    """``python3 -m benchmarks.<module> args`` from the repository root, as the README runs it."""
+    return [sys.executable, "-m", f"benchmarks.{module}", *map(str, args)]
+
+
+def run_in_repo(cmd, timeout):
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=ROOT)
 
 
 def test_dry_run_end_to_end(tmp_path):
-    proc = subprocess.run([sys.executable, os.path.join(BENCH, "run.py"), "--dry-run", "--markdown",
-                           "--out", str(tmp_path)], capture_output=True, text=True, timeout=120)
+    proc = run_in_repo(bench("run", "--dry-run", "--markdown", "--out", tmp_path), timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "dry run: plumbing OK" in proc.stdout
     assert "error: RuntimeError: deliberate failure (dry run)" in proc.stdout
@@ -43,9 +50,38 @@ def test_dry_run_end_to_end(tmp_path):
     assert cell["gc_ms"] is not None and "step median / floor" in (tmp_path / "bench.md").read_text()
 
 
+def test_every_module_imports_from_the_package_without_search_path_edits():
+    """benchmarks is a package run as ``python3 -m benchmarks.<module>``: each module imports by its package
+    name in a fresh interpreter (a missing third-party package such as triton aside) and no code of it reads
+    or edits sys.path; started as a file, an entry point says how to run it instead of failing on an import."""
+    import ast
+
+    check = ("import importlib, pkgutil, sys, benchmarks; path = list(sys.path); missing = []\n"
+             "for m in pkgutil.walk_packages(benchmarks.__path__, 'benchmarks.'):\n"
+             "    try:\n        importlib.import_module(m.name)\n"
+             "    except ModuleNotFoundError as exc:\n"
+             "        assert not exc.name.startswith('benchmarks'), exc\n        missing.append(m.name)\n"
+             "assert sys.path == path, 'sys.path changed'\n"
+             "print(len(list(pkgutil.walk_packages(benchmarks.__path__, 'benchmarks.'))) - len(missing))")
+    proc = run_in_repo([sys.executable, "-c", check], timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert int(proc.stdout.split()[-1]) >= 20  # run, worker, lanes, merge, report, the probes ... imported
+    uses = []
+    for folder, _, files in os.walk(os.path.join(ROOT, "benchmarks")):
+        for name in files:
+            if name.endswith(".py"):
+                path = os.path.join(folder, name)
+                with open(path) as f:
+                    tree = ast.parse(f.read(), path)
+                uses += [f"{path}:{n.lineno}" for n in ast.walk(tree) if isinstance(n, ast.Attribute)
+                         and n.attr == "path" and isinstance(n.value, ast.Name) and n.value.id == "sys"]
+    assert uses == []
+    proc = run_in_repo([sys.executable, os.path.join("benchmarks", "run.py"), "--dry-run"], timeout=60)
+    assert proc.returncode == 1 and "python3 -m benchmarks.run" in proc.stderr, proc.stderr
+
+
 def test_balanced_order_puts_every_cell_after_every_other_equally_often():
-    sys.path.insert(0, BENCH)
-    from run import balanced_order
+    from benchmarks.run import balanced_order
 
     for n in (2, 3, 4, 5, 7, 8):
         cells = [f"p{i}" for i in range(n)]
@@ -61,11 +97,7 @@ def test_balanced_order_puts_every_cell_after_every_other_equally_often():
 
 
 def test_hatchet_kernel_totals(tmp_path):
-    sys.path.insert(0, BENCH)
-    try:
-        from profilers import hatchet_kernel_totals
-    finally:
-        sys.path.remove(BENCH)
+    from benchmarks.profilers import hatchet_kernel_totals
     kernel = lambda name, n, t: {"frame": {"name": name}, "children": [],
                                  "metrics": {"count": n, "time (ns)": t, "device_id": "0", "device_type": "CUDA"}}
     scope = {"frame": {"name": "step"}, "metrics": {"bytes": 5}, "children": [kernel("a", 3, 30), kernel("b", 2, 7)]}
@@ -77,52 +109,52 @@ def test_hatchet_kernel_totals(tmp_path):
 
 @pytest.mark.skipif(not os.path.isfile("/usr/local/cuda/include/cupti.h"), reason="no CUPTI headers here")
 def test_floor_builds(tmp_path):
-    proc = subprocess.run([sys.executable, os.path.join(BENCH, "floor", "build.py"), str(tmp_path)],
-                          capture_output=True, text=True, timeout=300, cwd=BENCH)
+    proc = run_in_repo(bench("floor.build", tmp_path), timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert any(p.name.startswith("_proton_floor") for p in tmp_path.iterdir())
+    # loaded from its file, as the Floor profiler and the probes load it: no search path changes
+    load = ("import sys; from benchmarks.floor.build import load; path = list(sys.path); "
+            f"m = load({str(tmp_path)!r}); assert load('elsewhere') is m and sys.path == path; "
+            "print(m.__name__, callable(m.start) and callable(m.stop))")
+    proc = run_in_repo([sys.executable, "-c", load], timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["_proton_floor", "True"]
 
 
 def test_merge_joins_parts_of_a_split_run(tmp_path):
     """A run split by workload over several device calls becomes one table."""
     part = tmp_path / "part"
-    proc = subprocess.run([sys.executable, os.path.join(BENCH, "run.py"), "--dry-run", "--workloads", "sleep",
-                           "--out", str(part)],
-                          capture_output=True, text=True, timeout=120)
+    proc = run_in_repo(bench("run", "--dry-run", "--workloads", "sleep", "--out", part), timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     doc = json.loads((part / "bench.json").read_text())
     other = json.loads(json.dumps(doc).replace('"sleep"', '"nap"'))  # the same figures under another workload
     (tmp_path / "other.json").write_text(json.dumps(other))
-    merge = [sys.executable, os.path.join(BENCH, "merge.py"), "--out", str(tmp_path / "merged")]
-    proc = subprocess.run(merge + [str(part / "bench.json"), str(tmp_path / "other.json")],
-                          capture_output=True, text=True, timeout=60)
+    merge = bench("merge", "--out", tmp_path / "merged")
+    proc = run_in_repo(merge + [str(part / "bench.json"), str(tmp_path / "other.json")], timeout=60)
     assert proc.returncode == 0, proc.stderr
     merged = json.loads((tmp_path / "merged" / "bench.json").read_text())
     assert set(merged["summary"]) == {"sleep", "nap"}
     assert merged["summary"]["nap"]["fake-ours"]["ratios"] == doc["summary"]["sleep"]["fake-ours"]["ratios"]
     assert "| nap |" in (tmp_path / "merged" / "bench.md").read_text()
     # The same workload from two parts: each round keeps its own baseline, both parts count.
-    proc = subprocess.run(merge + [str(part / "bench.json"), str(part / "bench.json")],
-                          capture_output=True, text=True, timeout=60)
+    proc = run_in_repo(merge + [str(part / "bench.json"), str(part / "bench.json")], timeout=60)
     assert proc.returncode == 0, proc.stderr
     twice = json.loads((tmp_path / "merged" / "bench.json").read_text())
     ratios = doc["summary"]["sleep"]["fake-ours"]["ratios"]
     assert sorted(twice["summary"]["sleep"]["fake-ours"]["ratios"]) == sorted(ratios * 2)
     # A merged file merged again (pooling two split runs) keeps every round apart.
-    proc = subprocess.run(merge + [str(tmp_path / "merged" / "bench.json"), str(part / "bench.json")],
-                          capture_output=True, text=True, timeout=60)
+    proc = run_in_repo(merge + [str(tmp_path / "merged" / "bench.json"), str(part / "bench.json")], timeout=60)
     assert proc.returncode == 0, proc.stderr
     pooled = json.loads((tmp_path / "merged" / "bench.json").read_text())
     assert sorted(pooled["summary"]["sleep"]["fake-ours"]["ratios"]) == sorted(ratios * 3)
     (tmp_path / "junk.json").write_text("[1, 2]")
-    proc = subprocess.run(merge + [str(tmp_path / "junk.json")], capture_output=True, text=True, timeout=60)
+    proc = run_in_repo(merge + [str(tmp_path / "junk.json")], timeout=60)
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "run.py" in proc.stderr
 
 
 def test_lanes_run_workloads_side_by_side(tmp_path):
     """run.py --gpus 2: each workload in its own lane, on its own cores, joined into one table."""
-    proc = subprocess.run([sys.executable, os.path.join(BENCH, "run.py"), "--dry-run", "--gpus", "2",
-                           "--out", str(tmp_path)], capture_output=True, text=True, timeout=120)
+    proc = run_in_repo(bench("run", "--dry-run", "--gpus", "2", "--out", tmp_path), timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "dry run: plumbing OK" in proc.stdout and "[lane 1]" in proc.stdout
     doc = json.loads((tmp_path / "bench.json").read_text())
@@ -136,11 +168,7 @@ def test_lanes_run_workloads_side_by_side(tmp_path):
 
 
 def test_lane_assignment_balances_cost():
-    sys.path.insert(0, BENCH)
-    try:
-        from lanes import assign
-    finally:
-        sys.path.remove(BENCH)
+    from benchmarks.lanes import assign
     all_five = ["launch", "mlp", "graph", "triton_matmul", "jax"]
     four = assign(all_five, 4)
     assert sorted(w for lane in four for w in lane) == sorted(all_five)
@@ -150,25 +178,24 @@ def test_lane_assignment_balances_cost():
 
 
 def test_profilers_option_adds_pairs_and_rejects_typos(tmp_path):
-    run = [sys.executable, os.path.join(BENCH, "run.py"), "--dry-run", "--rounds", "1", "--out", str(tmp_path)]
-    proc = subprocess.run(run + ["--profilers", "fake-ours/fake-floor"], capture_output=True, text=True, timeout=120)
+    dry = bench("run", "--dry-run", "--rounds", "1", "--out", tmp_path)
+    proc = run_in_repo(dry + ["--profilers", "fake-ours/fake-floor"], timeout=120)
     doc = json.loads((tmp_path / "bench.json").read_text())
     for workload in ("sleep", "nap"):
         assert set(doc["summary"][workload]) == {"none", "fake-ours/fake-floor"}, proc.stdout
         n = len(doc["summary"][workload]["fake-ours/fake-floor"]["floor_ratios"])
         assert n > 3 and n % 3 == 0, n  # --pairs 3 by default, each cut into windows of --pair-window-s
     whole = tmp_path / "whole"
-    subprocess.run(run[:-1] + [str(whole), "--workloads", "nap", "--profilers", "fake-ours/fake-floor",
-                               "--pair-window-s", "0"], capture_output=True, text=True, timeout=120)
+    run_in_repo(dry[:-1] + [str(whole), "--workloads", "nap", "--profilers", "fake-ours/fake-floor",
+                            "--pair-window-s", "0"], timeout=120)
     doc = json.loads((whole / "bench.json").read_text())
     assert len(doc["summary"]["nap"]["fake-ours/fake-floor"]["floor_ratios"]) == 3  # one window per pair
-    proc = subprocess.run(run + ["--profilers", "fake-ours,fake-our"], capture_output=True, text=True, timeout=60)
+    proc = run_in_repo(dry + ["--profilers", "fake-ours,fake-our"], timeout=60)
     assert proc.returncode != 0 and proc.stderr.strip().count("\n") == 0 and "fake-our" in proc.stderr
 
 
 def test_median_interval_is_reproducible_and_brackets_the_median():
-    sys.path.insert(0, BENCH)
-    from report import median_ci
+    from benchmarks.report import median_ci
 
     import random
     import statistics
@@ -186,8 +213,7 @@ def test_median_interval_is_reproducible_and_brackets_the_median():
 def test_interval_drawing_rounds_is_wider_where_rounds_differ():
     """Window pairs of one round move together (one process, one machine state): drawing whole rounds must
     give the wider interval then, and none below the rounds an interval needs."""
-    sys.path.insert(0, BENCH)
-    from report import median_ci, median_ci_by_round
+    from benchmarks.report import median_ci, median_ci_by_round
 
     import random
 
@@ -207,11 +233,7 @@ def test_lanes_pass_the_run_shape_on():
     """A lane's run.py gets this run's A/B pairs and window length, not its own defaults."""
     import argparse
 
-    sys.path.insert(0, BENCH)
-    try:
-        from lanes import lane_argv
-    finally:
-        sys.path.remove(BENCH)
+    from benchmarks.lanes import lane_argv
     args = argparse.Namespace(rounds=2, dry_run=False, quick=False, target=None, profilers="ours-torch/floor",
                               keep_profiles=False, pairs=5, pair_window_s=0.25)
     argv = lane_argv(args, ["mlp"], "/tmp/lane0", 100.0)
@@ -222,14 +244,11 @@ def test_lanes_pass_the_run_shape_on():
 def test_thread_split_finds_a_busy_thread_by_name():
     """torch_thread_split.py's per-thread figures: a named thread that spins shows its on-CPU time
     under its name, apart from the main thread's."""
-    import importlib.util
     import threading
     import time
 
-    spec = importlib.util.spec_from_file_location(
-        "torch_thread_split", os.path.join(BENCH, "framework_overhead", "torch_thread_split.py"))
-    split = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(split)
+    from benchmarks.framework_overhead import torch_thread_split as split
+
     stop = threading.Event()
 
     def spin():
@@ -258,13 +277,8 @@ def test_thread_split_finds_a_busy_thread_by_name():
 def test_torch_ablation_variants_switch_one_part_and_restore_the_environment(monkeypatch):
     """torch_ablation.py: its variants join the profiler table; the scope-less wrapper opens no scope but
     starts and finalizes the profiler it wraps; a variant's environment holds during its session only."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location(
-        "torch_ablation", os.path.join(BENCH, "framework_overhead", "torch_ablation.py"))
-    ablation = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(ablation)
-    import profilers
+    from benchmarks import profilers
+    from benchmarks.framework_overhead import torch_ablation as ablation
 
     assert set(ablation.VARIANTS) <= set(profilers.PROFILERS)
     calls = []

@@ -1,17 +1,12 @@
 """The viewer speed benchmark runs (at 10 000 nodes, as CI can afford); the figures are in docs/performance.md."""
 
-import importlib.util
 import json
-import os
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def load_benchmark():
-    spec = importlib.util.spec_from_file_location("viewer_speed", os.path.join(ROOT, "benchmarks", "viewer_speed.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    from benchmarks import viewer_speed  # the repository root is on sys.path under `python3 -m pytest`
+
+    return viewer_speed
 
 
 def test_benchmark_runs_at_10k(tmp_path, capsys):

@@ -9,6 +9,8 @@ process.
 
 from __future__ import annotations
 
+import importlib.machinery
+import importlib.util
 import os
 import shutil
 import subprocess
@@ -53,13 +55,12 @@ def python_include() -> str:
 
 
 def build(build_dir: str) -> str:
-    """Compile the floor into ``build_dir``; return that directory (for sys.path)."""
+    """Compile the floor into ``build_dir``; return that directory (for ``load``)."""
     cxx = os.environ.get("CXX") or shutil.which("c++") or shutil.which("g++")
     if not cxx:
         raise BuildError("no C++ compiler (c++/g++) on PATH")
     os.makedirs(build_dir, exist_ok=True)
-    suffix = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
-    target = os.path.join(build_dir, MODULE + suffix)
+    target = module_path(build_dir)
     cmd = [cxx, "-O2", "-shared", "-fPIC", "-std=c++17", f"-I{python_include()}"]
     cmd += [f"-I{d}" for d in include_dirs()]
     cmd += [SOURCE, "-o", target, "-ldl"]
@@ -71,6 +72,31 @@ def build(build_dir: str) -> str:
         log = (proc.stderr or proc.stdout or "").strip()
         raise BuildError(f"compile failed (rc={proc.returncode}): {' '.join(cmd)}\n{log[-4000:]}")
     return build_dir
+
+
+def module_path(build_dir: str) -> str:
+    """Where ``build`` puts the compiled module in ``build_dir``."""
+    return os.path.join(build_dir, MODULE + (sysconfig.get_config_var("EXT_SUFFIX") or ".so"))
+
+
+def load(build_dir: str):
+    """The floor module ``build`` compiled into ``build_dir``, imported from its file: no search path
+    changes. Loaded once per process (CPython cannot load one extension twice); later calls return it."""
+    if MODULE in sys.modules:
+        return sys.modules[MODULE]
+    path = module_path(build_dir)
+    if not os.path.isfile(path):
+        raise ImportError(f"no floor module at {path} (build it first)")
+    loader = importlib.machinery.ExtensionFileLoader(MODULE, path)
+    spec = importlib.util.spec_from_file_location(MODULE, path, loader=loader)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[MODULE] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[MODULE]
+        raise
+    return module
 
 
 def loaded_cupti() -> str | None:
@@ -91,6 +117,6 @@ def find_cupti() -> str:
     return loaded_cupti() or next(iter(cuda_paths.libcupti_files()), "libcupti.so")
 
 
-if __name__ == "__main__":
+if __name__ == "__main__":  # python3 -m benchmarks.floor.build [DIR]
     d = build(sys.argv[1] if len(sys.argv) > 1 else os.path.join(HERE, "_build"))
     print("built into", d, "| libcupti:", find_cupti())

@@ -1,6 +1,6 @@
 """Which part of ``hook="torch"`` costs what on a GPU training step: variants with one part switched off.
 
-    python3 benchmarks/framework_overhead/torch_ablation.py --profilers shadow-null,ours-torch,ours-nomod \
+    python3 -m benchmarks.framework_overhead.torch_ablation --profilers shadow-null,ours-torch,ours-nomod \
         [--workload mlp] [--seconds 240] [--window 0.2]
 
 Runs torch_thread_split.py's loop (all profilers in one process, windows rotating, per-thread on-CPU
@@ -36,12 +36,11 @@ import os
 import sys
 from unittest import mock
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.dirname(HERE))
-sys.path.insert(0, HERE)
+if not __package__:  # started as a file: the package and its modules cannot be found that way
+    sys.exit("run it from the repository root: python3 -m benchmarks.framework_overhead.torch_ablation ...")
 
-import profilers  # noqa: E402
-import torch_thread_split  # noqa: E402
+from benchmarks import profilers  # noqa: E402
+from benchmarks.framework_overhead import torch_thread_split  # noqa: E402
 
 
 class ShadowNull(profilers.WithNullObserver, profilers.Ours):

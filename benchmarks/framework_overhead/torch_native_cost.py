@@ -1,6 +1,6 @@
 """CPU cost of hook="torch", native and Python modes, against no profiler and torch.profiler.
 
-    python3 benchmarks/framework_overhead/torch_native_cost.py [--rounds 25]
+    python3 -m benchmarks.framework_overhead.torch_native_cost [--rounds 25]
 
 Two workloads: 5000 ``a.add(1.0)`` (5 aten records each: dispatch-bound) and 100 steps of a small
 MLP training step (117 records, 4 module calls). Configurations run interleaved, round after round,

@@ -1,6 +1,6 @@
 """Cost of hook="torch" on CPU: aten ops/sec and an MLP step with and without the hook.
 
-    python3 benchmarks/framework_overhead/torch_overhead.py [--iters N]
+    python3 -m benchmarks.framework_overhead.torch_overhead [--iters N]
 
 Uses the host backend (no GPU needed): what is measured is the Python work
 per operator (dispatch mode + core scope enter/exit) and per module call.

@@ -1,7 +1,7 @@
 """How long each native entry point of ``hook="torch"`` runs per training step, thread by thread.
 
     PROTON_TORCH_TIMING=1 pip install --no-build-isolation --no-deps -e plugins/torch
-    python3 benchmarks/framework_overhead/torch_part_times.py [--workload mlp] [--seconds 20]
+    python3 -m benchmarks.framework_overhead.torch_part_times [--workload mlp] [--seconds 20]
 
 Needs the extension built with ``PROTON_TORCH_TIMING=1``: each entry point (a record's entry and exit,
 the provider a launch asks, a module call's enter and exit, the backward call's enter and exit, an
@@ -22,8 +22,8 @@ import sys
 import tempfile
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-BENCH = os.path.dirname(HERE)
+if not __package__:  # started as a file: the package and its modules cannot be found that way
+    sys.exit("run it from the repository root: python3 -m benchmarks.framework_overhead.torch_part_times ...")
 
 
 def thread_names() -> dict[int, str]:
@@ -44,15 +44,13 @@ def main(argv=None) -> int:
     ap.add_argument("--profiler", default="ours-torch")
     ap.add_argument("--seconds", type=float, default=20.0)
     args = ap.parse_args(argv)
-    sys.path.insert(0, BENCH)
     import torch  # noqa: F401  (the extension links against its libraries)
     from proton_torch import _C
 
     if _C.timing() is None:
         print("proton_torch._C was built without PROTON_TORCH_TIMING=1: rebuild it with it (see the docstring)")
         return 2
-    import profilers
-    import workloads
+    from benchmarks import profilers, workloads
 
     wl = workloads.make(args.workload)
     wl.setup()

@@ -1,6 +1,6 @@
 """Where a profiler's cost lands, thread by thread, on a GPU training step (GPU machine).
 
-    python3 benchmarks/framework_overhead/torch_thread_split.py [--workload mlp] [--seconds 150]
+    python3 -m benchmarks.framework_overhead.torch_thread_split [--workload mlp] [--seconds 150]
         [--profilers floor,floor-record-function,ours-torch] [--window 0.2]
 
 A torch training step runs on two threads in turn: the Python thread (forward, optimizer, the final
@@ -24,8 +24,8 @@ import sys
 import tempfile
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-BENCH = os.path.dirname(HERE)
+if not __package__:  # started as a file: the package and its modules cannot be found that way
+    sys.exit("run it from the repository root: python3 -m benchmarks.framework_overhead.torch_thread_split ...")
 
 
 def thread_times() -> dict[int, tuple[str, int, int]]:
@@ -62,13 +62,11 @@ def main(argv=None) -> int:
     ap.add_argument("--seconds", type=float, default=150.0)
     ap.add_argument("--window", type=float, default=0.2)
     args = ap.parse_args(argv)
-    sys.path.insert(0, BENCH)
-    from floor import build as floor_build
+    from benchmarks.floor import build as floor_build
 
     os.environ["PROTON_BENCH_FLOOR_DIR"] = floor_build.build(tempfile.mkdtemp())
-    import profilers
-    import workloads
-    from report import median_ci
+    from benchmarks import profilers, workloads
+    from benchmarks.report import median_ci
 
     names = args.profilers.split(",")
     wl = workloads.make(args.workload)

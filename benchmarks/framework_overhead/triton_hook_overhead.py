@@ -1,6 +1,6 @@
 """Per-launch cost of hook="triton"'s enter/exit hooks on CPU (no GPU, no Triton needed).
 
-    python3 benchmarks/framework_overhead/triton_hook_overhead.py [--launches N] [--repeats R]
+    python3 -m benchmarks.framework_overhead.triton_hook_overhead [--launches N] [--repeats R]
 
 Calls the hooks exactly as Triton's launcher does, with a LazyDict-shaped
 object, under the host backend, and prints microseconds per launch for a

@@ -1,6 +1,6 @@
 """Which part of CUPTI keeps host memory per kernel launch after a CUDA-graph launch, and what a detach costs.
 
-    python3 benchmarks/probes/cupti_launch_growth_probe.py [ROUNDS]     # GPU machine, after gpu_check.sh
+    python3 -m benchmarks.probes.cupti_launch_growth_probe [ROUNDS]     # GPU machine, after gpu_check.sh
 
 Each variant runs in a fresh process: a 1 000-kernel graph is captured before
 CUPTI is attached, then ROUNDS rounds (default 20) of 100 000 direct launches of
@@ -15,7 +15,7 @@ The bare-CUPTI floor (benchmarks/floor) takes config bits that leave parts out:
 here: the floor's own map would grow per launch and hide CUPTI's), 8 no
 callbacks on cuGraphLaunch (kernel launches only).
 
-    python3 benchmarks/probes/cupti_launch_growth_probe.py ROUNDS "floor, graph" ...   # only these variants
+    python3 -m benchmarks.probes.cupti_launch_growth_probe ROUNDS "floor, graph" ...   # only these variants
 """
 
 from __future__ import annotations
@@ -25,8 +25,11 @@ import subprocess
 import sys
 import tempfile
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.dirname(HERE))
+if not __package__:  # started as a file: the package and its modules cannot be found that way
+    sys.exit("run it from the repository root: python3 -m benchmarks.probes.cupti_launch_growth_probe ...")
+
+from benchmarks import REPO, python_m  # noqa: E402
+
 ROUND = 100_000
 NO_CALLBACKS, NO_ACTIVITY, NO_CORRELATION, NO_GRAPH_LAUNCH_CALLBACKS = 1, 2, 4, 8
 # name: (profiler, floor config, graph replays: "none" | "once" | "each", detach each round)
@@ -53,7 +56,7 @@ def child(name: str, rounds: int) -> None:
     import torch
 
     from proton_cupti import _cupti
-    from soak import capture_graph, heap_mib, rss_mib
+    from benchmarks.soak import capture_graph, heap_mib, rss_mib
 
     profiler, config, replays, cycle = VARIANTS[name]
     graph = capture_graph(torch, torch.zeros(1, device="cuda"), 1000)
@@ -61,11 +64,9 @@ def child(name: str, rounds: int) -> None:
     tmp = tempfile.mkdtemp()
     start = stop = lambda: None  # noqa: E731
     if profiler == "floor":
-        from floor.build import build, find_cupti
+        from benchmarks.floor.build import build, find_cupti, load
 
-        sys.path.insert(0, build(os.path.join(tmp, "floor")))
-        import _proton_floor
-
+        _proton_floor = load(build(os.path.join(tmp, "floor")))
         lib = find_cupti()
         start = lambda: _proton_floor.start(lib, config)  # noqa: E731
         stop = lambda: _proton_floor.stop(cycle)  # noqa: E731
@@ -120,8 +121,8 @@ def main() -> None:
         return
     rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 20
     for name in sys.argv[2:] or VARIANTS:
-        r = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", name, str(rounds)], check=False,
-                           timeout=600, capture_output=True, text=True)
+        r = subprocess.run(python_m("benchmarks.probes.cupti_launch_growth_probe", "--child", name, str(rounds)),
+                           check=False, timeout=600, capture_output=True, text=True, cwd=REPO)
         print(r.stdout.strip() or f"{name:32s} failed: {r.stderr.strip().splitlines()[-1:]}", flush=True)
 
 

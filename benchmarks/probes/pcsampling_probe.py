@@ -1,6 +1,6 @@
 """What mode="pcsampling" does on this GPU, and what it costs per launch.
 
-    python3 benchmarks/probes/pcsampling_probe.py --out pcsampling_probe.json [--launches 1000] [--reps 7]
+    python3 -m benchmarks.probes.pcsampling_probe --out pcsampling_probe.json [--launches 1000] [--reps 7]
 
 GPU only; needs torch with CUDA and proton-profiler-cupti (built with PROTON_CUPTI_TESTING=ON for the
 native counters it prints, as scripts/install.sh builds it).  Every variant runs in a fresh process
@@ -28,6 +28,11 @@ import subprocess
 import sys
 import tempfile
 import time
+
+if not __package__:  # started as a file: the package and its modules cannot be found that way
+    sys.exit("run it from the repository root: python3 -m benchmarks.probes.pcsampling_probe ...")
+
+from benchmarks import REPO, python_m  # noqa: E402
 
 
 def rss_mib() -> float:
@@ -214,8 +219,8 @@ CHILDREN = {"info": child_info, "coexist": child_coexist, "cost": child_cost, "s
 
 # -------------------------------------------------------------------- parent ----
 def run_child(spec, timeout=150):
-    proc = subprocess.run([sys.executable, __file__, "--child", json.dumps(spec)], capture_output=True, text=True,
-                          timeout=timeout)
+    proc = subprocess.run(python_m("benchmarks.probes.pcsampling_probe", "--child", json.dumps(spec)),
+                          capture_output=True, text=True, timeout=timeout, cwd=REPO)
     lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
     if proc.returncode != 0 or not lines:
         return {"spec": spec, "error": (proc.stderr or proc.stdout)[-2000:], "returncode": proc.returncode}

@@ -1,6 +1,6 @@
 """Shows the memory CUPTI keeps per launch after a CUDA graph capture, and that cuptiFinalize frees it.
 
-    python3 benchmarks/probes/rss_graph_probe.py [N]      # or: bash scripts/gpu_check.sh --probes
+    python3 -m benchmarks.probes.rss_graph_probe [N]      # or: bash scripts/gpu_check.sh --probes
 
 GPU only; needs proton-profiler-cupti built with its test bindings (PROTON_CUPTI_TESTING=ON,
 as scripts/install.sh and scripts/gpu_check.sh build it).  Runs each variant in
@@ -10,9 +10,13 @@ kernels).  The figures are in docs/performance.md ("CUDA graphs and CUPTI's memo
 """
 
 import gc
-import os
 import subprocess
 import sys
+
+if not __package__:  # started as a file: the package and its modules cannot be found that way
+    sys.exit("run it from the repository root: python3 -m benchmarks.probes.rss_graph_probe ...")
+
+from benchmarks import REPO, python_m  # noqa: E402
 
 VARIANTS = {
     "plain": "no graph at all",
@@ -119,7 +123,8 @@ def main():
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 2_000_000
     for variant, what in VARIANTS.items():
         print(f"# {variant}: {what}", flush=True)
-        subprocess.run([sys.executable, os.path.abspath(__file__), "--child", variant, str(n)], check=False)
+        subprocess.run(python_m("benchmarks.probes.rss_graph_probe", "--child", variant, str(n)), check=False,
+                       cwd=REPO)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """Host memory over CUDA-graph replays under each profiler: is the growth CUPTI's or ours?
 
-    python3 benchmarks/probes/rss_graph_replay_probe.py [REPLAYS]     # GPU machine, after gpu_check.sh
+    python3 -m benchmarks.probes.rss_graph_replay_probe [REPLAYS]     # GPU machine, after gpu_check.sh
 
 A 1 000-kernel graph is captured *before* profiling starts (what the soak
 does), then replayed REPLAYS times (default 2 000: 2 M graph kernels) in
@@ -21,7 +21,11 @@ import subprocess
 import sys
 import tempfile
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+if not __package__:  # started as a file: the package and its modules cannot be found that way
+    sys.exit("run it from the repository root: python3 -m benchmarks.probes.rss_graph_replay_probe ...")
+
+from benchmarks import REPO, python_m  # noqa: E402
+
 VARIANTS = ("none", "floor", "ours", "ours-recycled", "upstream")
 ROUND = 100
 
@@ -34,19 +38,16 @@ def rss_mib() -> float:
 def child(variant: str, replays: int) -> None:
     import torch
 
-    sys.path.insert(0, os.path.dirname(HERE))
-    from soak import capture_graph
+    from benchmarks.soak import capture_graph
 
     graph = capture_graph(torch, torch.zeros(1, device="cuda"), 1000)
     tmp = tempfile.mkdtemp()
     flush = lambda: None  # noqa: E731
     stop = lambda: None  # noqa: E731
     if variant == "floor":
-        from floor.build import build, find_cupti
+        from benchmarks.floor.build import build, find_cupti, load
 
-        sys.path.insert(0, build(os.path.join(tmp, "floor")))
-        import _proton_floor
-
+        _proton_floor = load(build(os.path.join(tmp, "floor")))
         _proton_floor.start(find_cupti())
         stop = _proton_floor.stop
     elif variant.startswith("ours"):
@@ -96,8 +97,8 @@ def main() -> None:
         return
     replays = int(sys.argv[1]) if len(sys.argv) > 1 else 2000
     for variant in VARIANTS:
-        subprocess.run([sys.executable, os.path.abspath(__file__), "--child", variant, str(replays)], check=False,
-                       timeout=600)
+        subprocess.run(python_m("benchmarks.probes.rss_graph_replay_probe", "--child", variant, str(replays)),
+                       check=False, timeout=600, cwd=REPO)
 
 
 if __name__ == "__main__":

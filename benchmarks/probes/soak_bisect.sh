@@ -8,7 +8,7 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 run() {
   tag=$1; shift
-  timeout 150 python3 benchmarks/soak.py --out "/tmp/soak_$tag" --launches 4000000 --phases 40 --warmup-phases 10 "$@" \
+  timeout 150 python3 -m benchmarks.soak --out "/tmp/soak_$tag" --launches 4000000 --phases 40 --warmup-phases 10 "$@" \
     >"/tmp/soak_$tag.log" 2>&1
   python3 - "$tag" "$*" <<'PY' || tail -5 "/tmp/soak_$tag.log"
 import json, sys

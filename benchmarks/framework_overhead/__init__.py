@@ -1,0 +1,1 @@
+"""The frameworks' hooks timed on their own: ``hook="torch"`` and ``hook="triton"`` per operator, launch and step."""

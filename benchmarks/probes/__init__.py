@@ -1,0 +1,1 @@
+"""One-off GPU diagnostics (memory growth, PC sampling): each answers one question, outside the matrix."""
