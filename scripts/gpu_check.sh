@@ -70,12 +70,12 @@ fi
 
 if [ $BENCH -eq 1 ] || [ "${PROTON_NVTX_COST:-0}" = 1 ]; then
   echo "== nvtx push+pop cost"
-  for b in host cupti; do $PY benchmarks/nvtx_cost.py --backend $b 2>&1 | tee -a "$OUT/nvtx_cost.log"; done
+  for b in host cupti; do $PY -m benchmarks.nvtx_cost --backend $b 2>&1 | tee -a "$OUT/nvtx_cost.log"; done
 fi
 
 if [ $PROBES -eq 1 ]; then
   echo "== memory probes"
-  $PY benchmarks/probes/rss_graph_probe.py 2>&1 | tee "$OUT/rss_graph_probe.log"
+  $PY -m benchmarks.probes.rss_graph_probe 2>&1 | tee "$OUT/rss_graph_probe.log"
 fi
 
 if [ $BENCH -eq 1 ]; then
@@ -89,7 +89,7 @@ if [ $BENCH -eq 1 ]; then
       *) [ "${gpus:-0}" -gt 1 ] && bench_args="--gpus $gpus $bench_args" ;;
     esac
     # shellcheck disable=SC2086 # a list of words on purpose
-    $PY benchmarks/run.py --out "$OUT" --markdown $bench_args 2>&1 | tee "$OUT/bench.log"
+    $PY -m benchmarks.run --out "$OUT" --markdown $bench_args 2>&1 | tee "$OUT/bench.log"
     [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
   else
     echo "== benchmarks: benchmarks/run.py not found, skipped"
