@@ -20,10 +20,10 @@ import json
 import math
 import os
 import sys
-from dataclasses import dataclass, field
 
 from ..errors import ProtonError
 from ..metrics import COUNT_KEY, DEVICE_ID_KEY, DEVICE_TYPE_KEY, TIME_KEY
+from ..model.read import LABEL_KEYS, ReadNode, ReadProfile
 
 DROPPED_KEY = "dropped"
 UNOBSERVED_KEY = "unobserved (ns)"
@@ -33,8 +33,6 @@ UNTIMED_KEY = "untimed"
 #: not in the root's frame (a frame is the node's identity: runs of other names would not diff).
 METADATA_KEY = "metadata"
 
-#: Keys that label a kernel node rather than measure it.
-LABEL_KEYS = (DEVICE_ID_KEY, DEVICE_TYPE_KEY)
 #: Deepest tree (node levels) the reader takes.  Past what ``json``'s C parser
 #: allows, the pure-Python parser is used, whose recursion costs no C stack.
 #: Writing has no limit: past the C encoder, an iterative encoder writes the same bytes.
@@ -181,64 +179,11 @@ def _loads(text: str, object_hook=None):
 
 
 # ------------------------------------------------------------------ reader ----
-class Node:
-    """A node read from a file: name, exclusive numeric metrics (labels as strings), children;
-    ``inner`` for a place inside a kernel (frame type ``in_kernel``)."""
-
-    __slots__ = ("name", "metrics", "children", "values", "inner")
-
-    def __init__(self, name: str, metrics: dict | None = None, children=None, inner: bool = False) -> None:
-        self.name = name
-        self.metrics: dict = metrics or {}  # exclusive raw values, as in the file
-        self.children: list[Node] = children or []
-        self.values: dict[str, float] = {}  # a reader's own computed columns (the viewer's)
-        self.inner = inner
-
-    @property
-    def device(self):
-        """(device_type, device_id) of a kernel node, else None."""
-        if DEVICE_ID_KEY not in self.metrics:
-            return None
-        return (str(self.metrics.get(DEVICE_TYPE_KEY, "")), str(self.metrics[DEVICE_ID_KEY]))
-
-    def key(self):
-        """Identity among siblings: a kernel run on two devices is two nodes."""
-        return (self.name, self.metrics.get(DEVICE_ID_KEY))
-
-    def walk(self):
-        """Pre-order, iteratively (Python-context trees can be deep)."""
-        stack = [self]
-        while stack:
-            node = stack.pop()
-            yield node
-            stack.extend(reversed(node.children))
-
-
-@dataclass
-class Profile:
-    """A file as read: its path, root node and device info."""
-
-    path: str
-    root: Node
-    devices: dict = field(default_factory=dict)
-    #: The root's ``metadata`` (what the file is), ``{}`` where the writer gave none (upstream's files).
-    metadata: dict = field(default_factory=dict)
-
-    def metric_keys(self) -> list[str]:
-        """Raw metric names present anywhere, in first-seen order."""
-        seen: dict[str, None] = {}
-        for node in self.root.walk():
-            for key in node.metrics:
-                if key not in LABEL_KEYS:
-                    seen.setdefault(key, None)
-        return list(seen)
-
-
-def read(path) -> Profile:
-    """Read a hatchet file (ours or upstream's) into a :class:`Profile`; HatchetError says why not."""
+def read(path) -> ReadProfile:
+    """Read a hatchet file (ours or upstream's) as written, nodes and all; HatchetError says why not."""
     root, devices = read_document(path)
     meta = root.get(METADATA_KEY)
-    return Profile(str(path), _tree(root, str(path)), devices, meta if isinstance(meta, dict) else {})
+    return ReadProfile(str(path), _tree(root, str(path)), devices, meta if isinstance(meta, dict) else {})
 
 
 def read_document(path) -> list:
@@ -293,8 +238,8 @@ def _number(value):
     return value if math.isfinite(value) else None
 
 
-def _tree(literal: dict, path: str) -> Node:
-    """Literal nodes to :class:`Node`, iteratively; what is not understood is skipped, not rejected."""
+def _tree(literal: dict, path: str) -> ReadNode:
+    """Literal nodes to :class:`~proton_core.model.read.ReadNode`, iteratively; what is not understood is skipped."""
 
     def make(lit):
         if not isinstance(lit, dict) or not isinstance(lit.get("frame"), dict):
@@ -314,7 +259,7 @@ def _tree(literal: dict, path: str) -> Node:
         children = lit.get("children") or []
         if not isinstance(children, list):
             raise not_profile(path, f"node {name!r} has 'children' that is not a list")
-        return Node(name, metrics, inner=lit["frame"].get("type") == INNER_TYPE), children
+        return ReadNode(name, metrics, inner=lit["frame"].get("type") == INNER_TYPE), children
 
     root, kids = make(literal)
     stack = [(root, kids)]

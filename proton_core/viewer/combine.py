@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from array import array
 
-from .table import DEVICE_ID, NAN, Table
+from ..model.table import DEVICE_ID, NAN, Table
 
 
 def merge(a: Table, b: Table) -> Table:

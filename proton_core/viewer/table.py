@@ -1,14 +1,11 @@
-"""The viewer's profile: a call tree stored column-wise, read in one pass.
+"""The viewer's reader: a hatchet file into the column model (:class:`~proton_core.model.table.Table`) in one pass.
 
-A million-node profile as hatchet literals (a dict per node, per frame and per
-metrics object) costs about 1 GB in Python; here a node is an index: names in
-one list, children in lists of indices, each numeric metric one ``array('d')``
-with NaN where a node has no value.  The JSON decoder's ``object_hook`` turns
-each node into its index as soon as it is parsed, so the literal dicts never
-pile up (peak: the file's text plus the columns).  Decoding calls the hook on
-an object after its children, so indices come in post-order.  Places inside a
-kernel (frame type ``in_kernel``: source lines, SASS offsets) are flagged in
-``inner``, so kernels with per-line data are found by structure, not by name.
+The JSON decoder's ``object_hook`` turns each node into its index as soon as
+it is parsed, so the literal dicts never pile up (peak: the file's text plus
+the columns).  Decoding calls the hook on an object after its children, so
+indices come in post-order.  Places inside a kernel (frame type ``in_kernel``)
+are flagged as read, so kernels with per-line data are found by structure, not
+by name.
 """
 
 from __future__ import annotations
@@ -19,81 +16,7 @@ from itertools import chain
 
 from ..formats import hatchet
 from ..formats.hatchet import INNER_TYPE, LABEL_KEYS, METADATA_KEY
-
-NAN = math.nan
-DEVICE_ID, DEVICE_TYPE = LABEL_KEYS
-
-
-class Table:
-    """Nodes ``0 .. size-1``; ``root`` is the top; a node's children are ``kids[i]`` (None: a leaf)."""
-
-    def __init__(self, path: str = "") -> None:
-        self.path = path
-        self.names: list[str] = []
-        self.kids: list[list[int] | None] = []
-        self.cols: dict[str, array] = {}  # raw numeric metrics, NaN where absent
-        self.labels: dict[str, list] = {DEVICE_ID: [], DEVICE_TYPE: []}  # kernel labels, None where absent
-        self.root = 0
-        self.devices: dict = {}
-        self.metadata: dict = {}
-        self.base: dict[str, array] = {}  # of a diff: the first profile's own values (see combine.diff)
-        self.inner = bytearray()  # 1: a place inside a kernel (frame type in_kernel), below its kernel's node
-
-    @property
-    def size(self) -> int:
-        return len(self.names)
-
-    def add(self, name: str, parent: int | None = None) -> int:
-        """A new node (for tables built in code: merges, diffs, tests); its columns are NaN."""
-        i = len(self.names)
-        self.names.append(name)
-        self.kids.append(None)
-        self.inner.append(0)
-        for values in self.labels.values():
-            values.append(None)
-        for col in self.cols.values():
-            col.append(NAN)
-        if parent is not None:
-            if self.kids[parent] is None:
-                self.kids[parent] = []
-            self.kids[parent].append(i)
-        return i
-
-    def column(self, key: str) -> array:
-        """The column of ``key``, created (all NaN) if absent."""
-        col = self.cols.get(key)
-        if col is None:
-            col = self.cols[key] = array("d", [NAN]) * self.size
-        return col
-
-    def device(self, i: int):
-        """(device_type, device_id) of a kernel node, else None."""
-        dev = self.labels[DEVICE_ID][i]
-        if dev is None:
-            return None
-        kind = self.labels[DEVICE_TYPE][i]
-        return ("" if kind is None else str(kind), str(dev))
-
-    def metric_keys(self) -> list[str]:
-        """Raw metric names present: the root's first (what upstream's root marks), then as first seen."""
-        present = [k for k, col in self.cols.items() if any(v == v for v in col)]  # v == v: not NaN
-        first = [k for k in present if self.cols[k][self.root] == self.cols[k][self.root]]
-        return first + [k for k in present if k not in first]
-
-    def walk(self) -> tuple[list[int], array]:
-        """(pre-order of the nodes reachable from the root, parent of each node: -1 for the root and the unreached)."""
-        parent = array("q", [-1]) * self.size
-        order, stack, kids = [], [self.root], self.kids
-        push, pop, visit = stack.extend, stack.pop, order.append
-        while stack:
-            i = pop()
-            visit(i)
-            ks = kids[i]
-            if ks:
-                for k in ks:
-                    parent[k] = i
-                push(reversed(ks))
-        return order, parent
+from ..model.table import NAN, Table
 
 
 def read(path) -> Table:
