@@ -105,6 +105,11 @@ static PerThread *per_thread(void) {
 
 /* ------------------------------------------------------------------ shared steps ---- */
 
+static int not_configured(void) {
+    PyErr_SetString(PyExc_RuntimeError, "proton_core's scope engine is not configured (import proton_core first)");
+    return -1;
+}
+
 static inline int truth(PyObject *v) {
     if (v == Py_True) return 1;
     if (v == Py_False || v == Py_None) return 0;
@@ -125,7 +130,7 @@ int engine_settle(void) {
 }
 
 /* `for setter in MANAGER.setters: setter(ctx)`: 0, or -1 with the exception. */
-static int call_setters(PyObject *ctx) {
+int engine_call_setters(PyObject *ctx) {
     PyObject *setters = PyObject_GetAttr(E.manager, E.s_setters);
     if (setters == NULL) return -1;
     PyObject *seq = PySequence_Fast(setters, "MANAGER.setters is not iterable");
@@ -162,7 +167,7 @@ static int id_result(PyObject *r, uint64_t *id) {
 }
 
 /* The id of the innermost scope of a stack list (borrowed), zero for an empty one; NULL: not a plain entry. */
-static PyObject *top_of(PyObject *stack) {
+PyObject *engine_top(PyObject *stack) {
     Py_ssize_t n = PyList_GET_SIZE(stack);
     if (n == 0) return E.zero;
     PyObject *top = PyList_GET_ITEM(stack, n - 1);
@@ -172,17 +177,43 @@ static PyObject *top_of(PyObject *stack) {
 }
 
 /* `list.pop()` of the last item (n > 0), keeping the list's array (no free and malloc per push/pop pair). */
-static void drop_last(PyObject *list) {
+void engine_drop_last(PyObject *list) {
     Py_ssize_t n = PyList_GET_SIZE(list);
     PyObject *item = PyList_GET_ITEM(list, n - 1);
     Py_SET_SIZE(list, n - 1);
     Py_DECREF(item);
 }
 
-static PyObject *monotonic_ns(void) { /* time.monotonic_ns()'s clock */
+PyObject *engine_now(void) { /* time.monotonic_ns()'s clock */
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return PyLong_FromLongLong((long long)ts.tv_sec * 1000000000LL + ts.tv_nsec);
+}
+
+/* `index.get((parent, SCOPE, name)) or TREE.child(parent, SCOPE, name)`: a new reference, or NULL. */
+PyObject *engine_scope_child(PyObject *parent, PyObject *name) {
+    PyObject *key = PyTuple_Pack(3, parent, E.scope_kind, name);
+    PyObject *ctx = key ? PyDict_GetItemWithError(E.index, key) : NULL;
+    Py_XDECREF(key);
+    if (ctx != NULL && truth(ctx) == 1) return Py_NewRef(ctx);
+    if (PyErr_Occurred()) return NULL;
+    return PyObject_CallFunctionObjArgs(E.child, parent, E.scope_kind, name, NULL);
+}
+
+/* MANAGER.<attr> (active, tracing: tuples of sessions) is non-empty: 1, 0, -1 with an exception. */
+int engine_manager_has(PyObject *attr) {
+    PyObject *v = PyObject_GetAttr(E.manager, attr);
+    if (v == NULL) return -1;
+    int yes = truth(v);
+    Py_DECREF(v);
+    return yes;
+}
+
+/* The calling thread's THREAD.__dict__ (borrowed: kept with the thread state), or NULL with an exception. */
+PyObject *engine_thread_dict(void) {
+    if (!E.on) return not_configured(), NULL;
+    PerThread *t = per_thread();
+    return t == NULL ? NULL : t->ldict;
 }
 
 /* The thread's stack list and whether no state and no op sit on top (borrowed from d): 1, 0 (not the shapes
@@ -199,11 +230,6 @@ static int plain_stack(PyObject *d, PyObject **stack, int *plain) {
 
 /* ------------------------------------------------------------------ scopes ---- */
 
-static int not_configured(void) {
-    PyErr_SetString(PyExc_RuntimeError, "proton_core's scope engine is not configured (import proton_core first)");
-    return -1;
-}
-
 static int api_open_scope(PyObject *name, uint64_t *id) {
     if (!E.on) return not_configured();
     if (E.pure) return id_result(PyObject_CallOneArg(E.py_open_scope, name), id);
@@ -216,7 +242,7 @@ static int api_open_scope(PyObject *name, uint64_t *id) {
     if (t == NULL) return -1;
     PyObject *d = Py_NewRef(t->ldict), *stack;
     int plain = 0, got = plain_stack(d, &stack, &plain);
-    PyObject *parent = got > 0 && plain ? top_of(stack) : NULL;
+    PyObject *parent = got > 0 && plain ? engine_top(stack) : NULL;
     int rc = -1;
     if (got < 0) goto out;
     if (parent == NULL) { /* a state or op on top, an odd entry: Python's steps */
@@ -226,22 +252,13 @@ static int api_open_scope(PyObject *name, uint64_t *id) {
     }
     Py_INCREF(stack);
     Py_INCREF(parent);
-    PyObject *key = PyTuple_Pack(3, parent, E.scope_kind, name);
-    PyObject *ctx = key ? PyDict_GetItemWithError(E.index, key) : NULL;
-    Py_XDECREF(key);
-    if (ctx != NULL && truth(ctx) == 1) {
-        Py_INCREF(ctx);
-    } else if (!PyErr_Occurred()) {
-        ctx = PyObject_CallFunctionObjArgs(E.child, parent, E.scope_kind, name, NULL);
-    } else {
-        ctx = NULL;
-    }
+    PyObject *ctx = engine_scope_child(parent, name);
     Py_DECREF(parent);
-    PyObject *now = ctx ? monotonic_ns() : NULL;
+    PyObject *now = ctx ? engine_now() : NULL;
     PyObject *entry = now ? PyTuple_Pack(3, ctx, name, now) : NULL;
     Py_XDECREF(now);
     if (entry != NULL && PyList_Append(stack, entry) == 0 && PyDict_SetItem(d, E.s_current, ctx) == 0 &&
-        call_setters(ctx) == 0 && as_id(ctx, id) == 0) {
+        engine_call_setters(ctx) == 0 && as_id(ctx, id) == 0) {
         ++E.scope_fast;
         rc = 0;
     }
@@ -278,7 +295,7 @@ static int api_close_scope(uint64_t id) {
     PyObject *d = Py_NewRef(t->ldict), *stack;
     int plain = 0, got = plain_stack(d, &stack, &plain), rc = -1;
     if (got < 0) goto out;
-    PyObject *top = got > 0 && PyList_GET_SIZE(stack) > 0 ? top_of(stack) : NULL;
+    PyObject *top = got > 0 && PyList_GET_SIZE(stack) > 0 ? engine_top(stack) : NULL;
     uint64_t top_id = 0;
     if (top == NULL || !plain || as_id(top, &top_id) < 0) {
         PyErr_Clear();
@@ -290,13 +307,13 @@ static int api_close_scope(uint64_t id) {
         goto out;
     }
     Py_INCREF(stack);
-    drop_last(stack);
-    PyObject *parent = top_of(stack);
+    engine_drop_last(stack);
+    PyObject *parent = engine_top(stack);
     if (parent == NULL) {
         PyErr_SetString(PyExc_RuntimeError, "proton: a scope stack entry is not (id, name, start)");
     } else {
         Py_INCREF(parent);
-        if (PyDict_SetItem(d, E.s_current, parent) == 0 && call_setters(parent) == 0) {
+        if (PyDict_SetItem(d, E.s_current, parent) == 0 && engine_call_setters(parent) == 0) {
             ++E.scope_fast;
             rc = 1;
         }
@@ -354,7 +371,7 @@ static int api_close_op(void) {
     /* an op is the innermost element of its context: back to what it was opened in */
     PyObject *parent = Py_NewRef(PyTuple_GET_ITEM(entry, 0));
     if (PyDict_SetItem(d, E.s_op, Py_None) == 0 && PyDict_SetItem(d, E.s_current, parent) == 0 &&
-        call_setters(parent) == 0) {
+        engine_call_setters(parent) == 0) {
         ++E.op_close_fast;
         rc = 0;
     }
@@ -385,7 +402,7 @@ static int advance(PyObject *counter) {
 static int commit(PyObject *d, PyObject *hit) {
     PyObject *ctx = PyTuple_GET_ITEM(hit, 1), *counters = PyTuple_GET_ITEM(hit, 3);
     if (PyDict_SetItem(d, E.s_op, PyTuple_GET_ITEM(hit, 2)) < 0 || PyDict_SetItem(d, E.s_current, ctx) < 0 ||
-        call_setters(ctx) < 0 || !PyTuple_CheckExact(counters))
+        engine_call_setters(ctx) < 0 || !PyTuple_CheckExact(counters))
         return PyErr_Occurred() ? -1 : -1 + (PyErr_SetString(PyExc_TypeError, "proton: counters not a tuple"), 0);
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(counters); ++i)
         if (advance(PyTuple_GET_ITEM(counters, i)) < 0) return -1;

@@ -34,18 +34,13 @@
 
 #include "engine.h"
 
-#define PROTOCOL_VERSION 1
-
 static struct {
     int on;
-    /* (1, thread, index, child, scope_kind, manager, root_id, plain_type, slow_enter, slow_exit,
-     * init_check, enter_scope, exit_scope[, settlers]) */
-    PyObject *thread, *index, *child, *kind, *manager, *root, *plain_type, *slow_enter, *slow_exit;
+    /* scope_objects(): the scope type whose plain instances run here, and the Python path's functions */
+    PyObject *plain_type, *slow_enter, *slow_exit;
     PyObject *check; /* scope._init_check(name, metrics): the constructor's checks that are not plain */
     PyObject *slow_enter_scope, *slow_exit_scope; /* scope._enter_scope / _exit_scope, the Python functions */
-    PyObject *settlers; /* context.SETTLERS: called before a scope opens (plugins' own frames become scopes), or NULL */
-    PyObject *s_dict, *s_stack, *s_opened, *s_current, *s_state, *s_op, *s_active, *s_setters, *s_tracing,
-        *s_triton_op, *s_metrics;
+    PyObject *s_stack, *s_opened, *s_current, *s_state, *s_op, *s_active, *s_tracing, *s_triton_op, *s_metrics;
     PyObject *zero;
     unsigned long long n_enter_fast, n_enter_slow, n_exit_fast, n_exit_slow;
 } g;
@@ -62,51 +57,6 @@ typedef struct {
 
 /* ------------------------------------------------------------------ helpers ---- */
 
-/* context.settle(): each of the settlers called (usually none), before the stack is read to open a scope. */
-static int run_settlers(void) {
-    if (g.settlers == NULL) return 0;
-    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(g.settlers); ++i) {
-        PyObject *settler = Py_NewRef(PyList_GET_ITEM(g.settlers, i));
-        PyObject *r = PyObject_CallNoArgs(settler);
-        Py_DECREF(settler);
-        if (r == NULL) return -1;
-        Py_DECREF(r);
-    }
-    return 0;
-}
-
-static int is_true(PyObject *v) {
-    if (v == Py_True) return 1;
-    if (v == Py_False || v == Py_None) return 0;
-    if (PyTuple_CheckExact(v)) return PyTuple_GET_SIZE(v) != 0;
-    return PyObject_IsTrue(v);
-}
-
-/* `for setter in MANAGER.setters: setter(ctx)`: 0, or -1 with the exception. */
-static int call_setters(PyObject *ctx) {
-    PyObject *setters = PyObject_GetAttr(g.manager, g.s_setters);
-    if (setters == NULL) return -1;
-    PyObject *seq = PySequence_Fast(setters, "MANAGER.setters is not iterable");
-    Py_DECREF(setters);
-    if (seq == NULL) return -1;
-    int rc = 0;
-    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(seq) && rc == 0; ++i) {
-        PyObject *r = PyObject_CallOneArg(PySequence_Fast_GET_ITEM(seq, i), ctx);
-        if (r == NULL) rc = -1;
-        Py_XDECREF(r);
-    }
-    Py_DECREF(seq);
-    return rc;
-}
-
-/* The id of the innermost scope of a stack list (borrowed), ROOT_ID for an empty one; NULL: not a plain entry. */
-static PyObject *top_id(PyObject *stack) {
-    Py_ssize_t n = PyList_GET_SIZE(stack);
-    if (n == 0) return g.root;
-    PyObject *top = PyList_GET_ITEM(stack, n - 1);
-    return PyTuple_CheckExact(top) && PyTuple_GET_SIZE(top) == 3 ? PyTuple_GET_ITEM(top, 0) : NULL;
-}
-
 /* The thread's dict items this file reads, all borrowed from d (a new reference the caller releases). */
 typedef struct {
     PyObject *d, *stack, *opened;
@@ -115,9 +65,9 @@ typedef struct {
 
 /* 1: filled; 0: not the shapes expected (Python decides); -1: an exception. */
 static int thread_get(Thread *t) {
-    t->d = PyObject_GetAttr(g.thread, g.s_dict); /* the threading.local's own dict for this thread */
+    t->d = engine_thread_dict(); /* the threading.local's own dict for this thread, kept by the engine */
     if (t->d == NULL) return -1;
-    if (!PyDict_CheckExact(t->d)) return 0;
+    Py_INCREF(t->d);
     t->stack = PyDict_GetItemWithError(t->d, g.s_stack);
     t->opened = t->stack ? PyDict_GetItemWithError(t->d, g.s_opened) : NULL;
     PyObject *state = t->opened ? PyDict_GetItemWithError(t->d, g.s_state) : NULL;
@@ -128,56 +78,31 @@ static int thread_get(Thread *t) {
     return 1;
 }
 
-/* `list.pop()` of the last item (n > 0), keeping the list's array: list_resize would free a short stack's
- * array when it empties (and shrink it below half), so every push/pop pair paid a malloc and a free. */
-static void drop_last(PyObject *list) {
-    Py_ssize_t n = PyList_GET_SIZE(list);
-    PyObject *item = PyList_GET_ITEM(list, n - 1);
-    Py_SET_SIZE(list, n - 1);
-    Py_DECREF(item);
-}
-
 static PyObject *entry3(PyObject *a, PyObject *b, PyObject *c) { return PyTuple_Pack(3, a, b, c); }
-
-static PyObject *monotonic_ns(void) { /* time.monotonic_ns()'s clock */
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return PyLong_FromLongLong((long long)ts.tv_sec * 1000000000LL + ts.tv_nsec);
-}
 
 /* ------------------------------------------------------------------ shared steps ---- */
 
-/* `index.get((parent, SCOPE, name)) or TREE.child(parent, SCOPE, name)`: a new reference, or NULL. */
-static PyObject *child_id(PyObject *parent, PyObject *name) {
-    PyObject *key = entry3(parent, g.kind, name);
-    PyObject *ctx = key ? PyDict_GetItemWithError(g.index, key) : NULL;
-    Py_XDECREF(key);
-    if (ctx != NULL && is_true(ctx) == 1) return Py_NewRef(ctx);
-    if (PyErr_Occurred()) return NULL;
-    return PyObject_CallFunctionObjArgs(g.child, parent, g.kind, name, NULL);
-}
-
 /* `_push`'s steps once the id is known: stack.append((ctx, name, now)); current = ctx; the setters. */
 static int push_plain(Thread *t, PyObject *ctx, PyObject *name) {
-    PyObject *now = monotonic_ns();
+    PyObject *now = engine_now();
     PyObject *e = now ? entry3(ctx, name, now) : NULL;
     Py_XDECREF(now);
     int ok = e != NULL && PyList_Append(t->stack, e) == 0 && PyDict_SetItem(t->d, g.s_current, ctx) == 0 &&
-             call_setters(ctx) == 0;
+             engine_call_setters(ctx) == 0;
     Py_XDECREF(e);
     return ok ? 0 : -1;
 }
 
 /* `_pop`'s steps without tracing, state or op: stack.pop(); current = the new innermost id; the setters. */
 static int pop_plain(Thread *t, Py_ssize_t depth) {
-    drop_last(t->stack);
-    PyObject *parent = top_id(t->stack);
+    engine_drop_last(t->stack);
+    PyObject *parent = engine_top(t->stack);
     if (parent == NULL) {
         PyErr_SetString(PyExc_RuntimeError, "proton: a scope stack entry is not (id, name, start)");
         return -1;
     }
     Py_INCREF(parent);
-    int rc = PyDict_SetItem(t->d, g.s_current, parent) == 0 && call_setters(parent) == 0 ? 0 : -1;
+    int rc = PyDict_SetItem(t->d, g.s_current, parent) == 0 && engine_call_setters(parent) == 0 ? 0 : -1;
     Py_DECREF(parent);
     return rc;
 }
@@ -188,15 +113,6 @@ static int top_named(PyObject *stack, Py_ssize_t depth, PyObject *name) {
     if (!PyTuple_CheckExact(top) || PyTuple_GET_SIZE(top) != 3 || !PyUnicode_CheckExact(PyTuple_GET_ITEM(top, 1)))
         return 0;
     return PyTuple_GET_ITEM(top, 1) == name || PyUnicode_Compare(PyTuple_GET_ITEM(top, 1), name) == 0;
-}
-
-/* MANAGER.<attr> (active, tracing: tuples of sessions) is non-empty: 1, 0, -1 with an exception. */
-static int manager_has(PyObject *attr) {
-    PyObject *v = PyObject_GetAttr(g.manager, attr);
-    if (v == NULL) return -1;
-    int yes = is_true(v);
-    Py_DECREF(v);
-    return yes;
 }
 
 /* The Python function ``fn`` with the caller's arguments, counted as a call handed to Python. */
@@ -217,8 +133,8 @@ static PyObject *scope_enter(ScopeBase *self, PyObject *unused) {
     if (!g.on || Py_TYPE(self) != (PyTypeObject *)g.plain_type || self->metrics != Py_None || self->name == NULL ||
         !PyUnicode_CheckExact(self->name))
         return slow_enter(self);
-    int on = manager_has(g.s_active);
-    if (on < 0 || (on && run_settlers() < 0)) return NULL;
+    int on = engine_manager_has(g.s_active);
+    if (on < 0 || (on && engine_settle() < 0)) return NULL;
     Thread t;
     int got = thread_get(&t);
     PyObject *result = NULL;
@@ -236,7 +152,7 @@ static PyObject *scope_enter(ScopeBase *self, PyObject *unused) {
     }
     Py_INCREF(t.stack);
     Py_INCREF(t.opened);
-    PyObject *parent = top_id(t.stack);
+    PyObject *parent = engine_top(t.stack);
     if (parent == NULL) {
         result = slow_enter(self);
         goto done;
@@ -246,7 +162,7 @@ static PyObject *scope_enter(ScopeBase *self, PyObject *unused) {
     if (self->parent != NULL && (self->parent == parent || (PyLong_CheckExact(parent) &&
                                  PyLong_CheckExact(self->parent) && PyObject_RichCompareBool(self->parent, parent, Py_EQ) == 1))) {
         ctx = Py_NewRef(self->ctx);
-    } else if ((ctx = child_id(parent, self->name)) != NULL) {
+    } else if ((ctx = engine_scope_child(parent, self->name)) != NULL) {
         Py_XSETREF(self->parent, Py_NewRef(parent));
         Py_XSETREF(self->ctx, Py_NewRef(ctx));
     }
@@ -294,19 +210,19 @@ static PyObject *scope_exit(ScopeBase *self, PyObject *const *args, Py_ssize_t n
     Py_INCREF(t.opened);
     Py_ssize_t depth = PyList_GET_SIZE(t.stack);
     if (PyTuple_GET_ITEM(mine, 1) == Py_False || depth == 0) { /* it pushed nothing, or stack was reset */
-        drop_last(t.opened);
+        engine_drop_last(t.opened);
         result = Py_NewRef(Py_None);
         g.n_exit_fast++;
         goto done;
     }
     int plain = t.plain && PyTuple_GET_ITEM(mine, 1) == Py_True && top_named(t.stack, depth, self->name);
-    int traced = plain ? manager_has(g.s_tracing) : 1;
+    int traced = plain ? engine_manager_has(g.s_tracing) : 1;
     if (traced < 0) goto done;
     if (traced) {
         result = slow_exit(self, args, nargs); /* a mismatch, a state or op, tracing: Python's steps */
         goto done;
     }
-    drop_last(t.opened);
+    engine_drop_last(t.opened);
     if (pop_plain(&t, depth) == 0) result = Py_NewRef(Py_None);
     g.n_exit_fast++;
 done:
@@ -336,12 +252,12 @@ static PyObject *fast_enter_scope(PyObject *mod, PyObject *const *args, size_t n
     if (!g.on || nargs != 1 || !PyUnicode_CheckExact(args[0]) || PyUnicode_GET_LENGTH(args[0]) == 0 ||
         !plain_keywords(args, nargs, kwnames))
         return slow_call(g.slow_enter_scope, args, nargsf, kwnames, &g.n_enter_slow);
-    int on = manager_has(g.s_active);
+    int on = engine_manager_has(g.s_active);
     if (on <= 0) {
         g.n_enter_fast += on == 0;
         return on < 0 ? NULL : PyLong_FromLong(-1);
     }
-    if (run_settlers() < 0) return NULL;
+    if (engine_settle() < 0) return NULL;
     Thread t;
     int got = thread_get(&t);
     if (got <= 0 || !t.plain) {
@@ -350,12 +266,12 @@ static PyObject *fast_enter_scope(PyObject *mod, PyObject *const *args, size_t n
     }
     PyObject *result = NULL;
     Py_INCREF(t.stack);
-    PyObject *parent = top_id(t.stack);
+    PyObject *parent = engine_top(t.stack);
     if (parent == NULL) {
         result = slow_call(g.slow_enter_scope, args, nargsf, kwnames, &g.n_enter_slow);
     } else {
         Py_INCREF(parent);
-        PyObject *ctx = child_id(parent, args[0]);
+        PyObject *ctx = engine_scope_child(parent, args[0]);
         Py_DECREF(parent);
         if (ctx != NULL && push_plain(&t, ctx, args[0]) == 0) result = Py_NewRef(ctx);
         Py_XDECREF(ctx);
@@ -375,18 +291,18 @@ static PyObject *fast_exit_scope(PyObject *mod, PyObject *const *args, size_t na
     Thread t;
     int got = thread_get(&t);
     Py_ssize_t depth = got > 0 ? PyList_GET_SIZE(t.stack) : 0;
-    if (got <= 0 || !t.plain || depth == 0 || top_id(t.stack) == NULL ||
+    if (got <= 0 || !t.plain || depth == 0 || engine_top(t.stack) == NULL ||
         (name != Py_None && !top_named(t.stack, depth, name))) {
         Py_XDECREF(t.d); /* no scope open, a mismatch, a state or op: Python raises or recomputes */
         return got < 0 ? NULL : slow_call(g.slow_exit_scope, args, nargsf, kwnames, &g.n_exit_slow);
     }
-    int traced = manager_has(g.s_tracing);
+    int traced = engine_manager_has(g.s_tracing);
     if (traced != 0) {
         Py_DECREF(t.d);
         return traced < 0 ? NULL : slow_call(g.slow_exit_scope, args, nargsf, kwnames, &g.n_exit_slow);
     }
     Py_INCREF(t.stack);
-    PyObject *ctx = Py_NewRef(top_id(t.stack));
+    PyObject *ctx = Py_NewRef(engine_top(t.stack));
     PyObject *result = pop_plain(&t, depth) == 0 ? Py_NewRef(ctx) : NULL;
     Py_DECREF(ctx);
     g.n_exit_fast++;
@@ -488,51 +404,22 @@ static PyType_Spec scope_spec = {
 
 /* ------------------------------------------------------------------ module ---- */
 
-static void forget_protocol(void) {
-    g.on = 0;
-    Py_CLEAR(g.thread);
-    Py_CLEAR(g.index);
-    Py_CLEAR(g.child);
-    Py_CLEAR(g.kind);
-    Py_CLEAR(g.manager);
-    Py_CLEAR(g.root);
-    Py_CLEAR(g.plain_type);
-    Py_CLEAR(g.slow_enter);
-    Py_CLEAR(g.slow_exit);
-    Py_CLEAR(g.check);
-    Py_CLEAR(g.slow_enter_scope);
-    Py_CLEAR(g.slow_exit_scope);
-    Py_CLEAR(g.settlers);
-}
-
-static PyObject *configure(PyObject *mod, PyObject *protocol) {
-    if (protocol == Py_None) { /* every call to the Python methods */
+/* configure(objects): a dict from proton_core.scope.scope_objects(); None sends every call to Python (tests,
+ * PROTON_PURE_PYTHON).  The scope engine (csrc/engine.c) is configured on its own, by configure_engine. */
+static PyObject *configure(PyObject *mod, PyObject *objects) {
+    if (objects == Py_None) {
         g.on = 0;
         Py_RETURN_NONE;
     }
-    PyObject *thread, *index, *child, *kind, *manager, *root, *plain, *enter, *exit_, *check, *enter_fn, *exit_fn;
-    PyObject *settlers = NULL;
-    int version;
-    if (!PyTuple_Check(protocol) || PyTuple_GET_SIZE(protocol) < 1 ||
-        !PyArg_ParseTuple(protocol, "iOO!OUOO!O!OOOOO|O!;proton_core._scope_fast.configure: a version-1 protocol tuple",
-                          &version, &thread, &PyDict_Type, &index, &child, &kind, &manager, &PyLong_Type, &root,
-                          &PyType_Type, &plain, &enter, &exit_, &check, &enter_fn, &exit_fn, &PyList_Type, &settlers))
-        return NULL;
-    if (version != PROTOCOL_VERSION) return PyErr_Format(PyExc_ValueError, "scope protocol version %d, not 1", version);
-    forget_protocol();
-    g.thread = Py_NewRef(thread);
-    g.index = Py_NewRef(index);
-    g.child = Py_NewRef(child);
-    g.kind = Py_NewRef(kind);
-    g.manager = Py_NewRef(manager);
-    g.root = Py_NewRef(root);
-    g.plain_type = Py_NewRef(plain);
-    g.slow_enter = Py_NewRef(enter);
-    g.slow_exit = Py_NewRef(exit_);
-    g.check = Py_NewRef(check);
-    g.slow_enter_scope = Py_NewRef(enter_fn);
-    g.slow_exit_scope = Py_NewRef(exit_fn);
-    g.settlers = settlers != NULL ? Py_NewRef(settlers) : NULL;
+    static const char *names[] = {"plain_type", "enter", "exit", "init_check", "enter_scope", "exit_scope"};
+    PyObject **slots[] = {&g.plain_type, &g.slow_enter, &g.slow_exit, &g.check, &g.slow_enter_scope, &g.slow_exit_scope};
+    PyObject *found[6];
+    if (!PyDict_Check(objects)) return PyErr_Format(PyExc_TypeError, "configure takes the dict of scope_objects()");
+    for (int i = 0; i < 6; ++i)
+        if ((found[i] = PyDict_GetItemString(objects, names[i])) == NULL)
+            return PyErr_Format(PyExc_KeyError, "proton_core._scope_fast.configure: %s missing", names[i]);
+    if (!PyType_Check(found[0])) return PyErr_Format(PyExc_TypeError, "plain_type must be a type");
+    for (int i = 0; i < 6; ++i) Py_XSETREF(*slots[i], Py_NewRef(found[i]));
     g.on = 1;
     Py_RETURN_NONE;
 }
@@ -556,7 +443,7 @@ static PyMethodDef module_methods[] = {
      "configure_engine(objects dict | None): the core's objects behind the C API (_C_API); Python only."},
     {"engine_counts", engine_counts_py, METH_NOARGS, "C API calls taken natively / handed to Python / recalled."},
     {"capi", capi_py, METH_VARARGS, "capi(function, argument=None, resolve=None): one call through the C API's table (tests)."},
-    {"configure", configure, METH_O, "configure(protocol tuple, version 1) or configure(None): Python only."},
+    {"configure", configure, METH_O, "configure(scope_objects() | None): the plain scope path in C, or all in Python."},
     {"counts", counts, METH_NOARGS, "Calls taken here (fast) and handed to Python (slow), for tests."},
     {"enter_scope", (PyCFunction)(void (*)(void))fast_enter_scope, METH_FASTCALL | METH_KEYWORDS,
      "enter_scope($module, /, name, *, triton_op=False, metrics=None)\n--\n\n"
@@ -582,14 +469,12 @@ PyMODINIT_FUNC PyInit__scope_fast(void) {
 #endif
     PyObject *m = PyModule_Create(&module);
     if (m == NULL) return NULL;
-    INTERN(s_dict, "__dict__");
     INTERN(s_stack, "stack");
     INTERN(s_opened, "opened");
     INTERN(s_current, "current");
     INTERN(s_state, "state");
     INTERN(s_op, "op");
     INTERN(s_active, "active");
-    INTERN(s_setters, "setters");
     INTERN(s_tracing, "tracing");
     INTERN(s_triton_op, "triton_op");
     INTERN(s_metrics, "metrics");

@@ -313,10 +313,11 @@ else:
     enter_scope, exit_scope = _enter_scope, _exit_scope
 
 
-def fast_protocol():
-    """What ``_scope_fast`` touches (version 1): the objects of the Python path and its functions as fallbacks."""
-    return (1, THREAD, _INDEX, TREE.child, SCOPE, MANAGER, ROOT_ID, scope, _enter, _exit, _init_check,
-            _enter_scope, _exit_scope, SETTLERS)
+def scope_objects() -> dict:
+    """What ``_scope_fast``'s scope type and functions hand over: the plain type they run natively and the
+    Python path's functions for everything else (the thread's state itself is the engine's, engine_objects)."""
+    return {"plain_type": scope, "enter": _enter, "exit": _exit, "init_check": _init_check,
+            "enter_scope": _enter_scope, "exit_scope": _exit_scope}
 
 
 def _current() -> int:
@@ -362,12 +363,12 @@ def use_fast(on: bool = True) -> bool:
     """Enter and leave plain scopes in C (``on``) or always in Python; False where the C path is not built."""
     if _FAST is None:
         return False
-    _FAST.configure(fast_protocol() if on else None)
+    _FAST.configure(scope_objects() if on else None)
     return on
 
 
-use_fast(True)
 _configure_engine()
+use_fast(True)
 
 
 class cpu_timed_scope(scope):
