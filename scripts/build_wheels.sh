@@ -38,6 +38,8 @@ else
   cp -a . "$stage/src"
 fi
 cd "$stage/src"
+# Native plugins include the core's <proton_core/scope_api.h>; their isolated builds from an sdist find it here.
+export PROTON_CORE_INCLUDE="$stage/src/proton_core/include"
 for dir in . plugins/*/; do
   [ -f "$dir/pyproject.toml" ] || continue
   # The wheel is built from the sdist, so a file missing from the sdist fails here.
