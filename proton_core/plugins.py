@@ -14,17 +14,19 @@ the ESSENTIAL built-ins); ``PROTON_PLUGINS_AUTOLOAD=0`` skips entry-point plugin
 
 from __future__ import annotations
 
+import functools
 import importlib
 import os
 import threading
 from dataclasses import dataclass, field
+from typing import Any, Callable
 from importlib import metadata
 
 import pluggy
 
 from . import hookspecs, log
 from .errors import PluginError
-from .registry import Registry, Staging
+from .registry import BackendEntry, ContextEntry, Registry, SinkEntry, Staging
 
 hookimpl = pluggy.HookimplMarker("proton")
 
@@ -56,7 +58,7 @@ class PluginRecord:
     name: str
     distribution: str = CORE_DISTRIBUTION
     version: str = ""
-    kinds: list = field(default_factory=list)
+    kinds: list[str] = field(default_factory=list)
     status: str = "loaded"  # loaded | disabled (...) | failed: <reason>
 
     @property
@@ -72,14 +74,14 @@ class Plugins:
         self.pm.add_hookspecs(hookspecs)
         #: Every plugin seen, in load order; a name appears twice only when a second plugin failed on it.
         self.records: list[PluginRecord] = []
-        self.backends = Registry("backend")
-        self.contexts = Registry("context")
-        self.sinks = Registry("sink")
+        self.backends: Registry[BackendEntry] = Registry("backend")
+        self.contexts: Registry[ContextEntry] = Registry("context")
+        self.sinks: Registry[SinkEntry] = Registry("sink")
         self._loaded = False
         self._lock = threading.RLock()
 
     @property
-    def registries(self) -> dict[str, Registry]:
+    def registries(self) -> dict[str, Registry[Any]]:
         return {"backend": self.backends, "context": self.contexts, "sink": self.sinks}
 
     def record(self, name: str) -> PluginRecord | None:
@@ -98,7 +100,7 @@ class Plugins:
             version = _version(CORE_DISTRIBUTION)
             for module_name in DEFAULT_PLUGINS:
                 short = module_name.rsplit(".", 1)[-1]
-                self._add(short, lambda m=module_name: importlib.import_module(m), CORE_DISTRIBUTION, version,
+                self._add(short, functools.partial(importlib.import_module, module_name), CORE_DISTRIBUTION, version,
                           disabled)
             if os.environ.get("PROTON_PLUGINS_AUTOLOAD", "1").strip().lower() not in ("0", "false", "no", "off"):
                 for ep in _entry_points():
@@ -116,7 +118,8 @@ class Plugins:
                      "they stay enabled")
         return names - ESSENTIAL
 
-    def _add(self, name, loader, dist, version, disabled) -> PluginRecord:
+    def _add(self, name: str, loader: Callable[[], object], dist: str, version: str,
+             disabled: set[str]) -> PluginRecord:
         record = PluginRecord(name, dist, version)
         owner = self.record(name)
         self.records.append(record)
@@ -152,10 +155,10 @@ class Plugins:
             caller(register=staging.register_function(kind))
         return staging.commit() or ["lifecycle"]
 
-    def register(self, module, name: str | None = None, distribution: str = "(runtime)") -> None:
+    def register(self, module: object, name: str | None = None, distribution: str = "(runtime)") -> None:
         """Register a plugin object at run time (tests, notebooks); raise PluginError if it fails."""
         self.load()
-        name = name or getattr(module, "__name__", repr(module))
+        name = name or str(getattr(module, "__name__", repr(module)))
         with self._lock:
             record = self._add(name, lambda: module, distribution, "", set())
         if not record.loaded:
@@ -171,11 +174,11 @@ class Plugins:
             self.records = [r for r in self.records if r.name != name]
 
     @property
-    def hook(self):
+    def hook(self) -> pluggy.HookRelay:
         return self.load().pm.hook
 
 
-def _entry_points():
+def _entry_points() -> metadata.EntryPoints:
     return metadata.entry_points().select(group=ENTRY_POINT_GROUP)
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import difflib
 import inspect
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Protocol, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Generic, Protocol, Sequence, TypeVar
 
 from .errors import PluginError
 
@@ -123,27 +123,30 @@ KINDS: dict[str, tuple[inspect.Signature, type[Entry]]] = {
 }
 
 
-class Registry:
+EntryT = TypeVar("EntryT", bound=Entry)
+
+
+class Registry(Generic[EntryT]):
     """The committed entries of one kind, by name."""
 
     def __init__(self, kind: str) -> None:
         self.kind = kind
-        self.items: dict[str, Entry] = {}
+        self.items: dict[str, EntryT] = {}
 
-    def get(self, name: str) -> Entry | None:
+    def get(self, name: str) -> EntryT | None:
         return self.items.get(name)
 
     def names(self) -> list[str]:
         return sorted(self.items)
 
-    def values(self) -> list[Entry]:
+    def values(self) -> list[EntryT]:
         return list(self.items.values())
 
 
 class Staging:
     """One plugin's registrations while its hooks run; nothing is visible until :meth:`commit`."""
 
-    def __init__(self, plugin: str, registries: dict[str, Registry]) -> None:
+    def __init__(self, plugin: str, registries: dict[str, Registry[Any]]) -> None:
         self.plugin = plugin
         self.registries = registries
         self.entries: list[tuple[str, Entry]] = []
@@ -151,14 +154,14 @@ class Staging:
     def register_function(self, kind: str) -> RegisterBackend | RegisterContext | RegisterSink:
         signature, _ = KINDS[kind]
 
-        def register(*args, **kwargs) -> None:
+        def register(*args: Any, **kwargs: Any) -> None:
             self.add(kind, *args, **kwargs)
 
         register.__signature__ = signature  # type: ignore[attr-defined]
         register.__doc__ = f"Register a {kind} of plugin {self.plugin!r}: {plain_signature(signature)}"
         return register
 
-    def add(self, kind: str, *args, **kwargs) -> None:
+    def add(self, kind: str, *args: Any, **kwargs: Any) -> None:
         signature, entry_class = KINDS[kind]
         self._check_options(kind, signature, kwargs)
         try:
@@ -186,7 +189,7 @@ class Staging:
     def error(self, message: str) -> PluginError:
         return PluginError(f"plugin {self.plugin!r} {message}")
 
-    def _check_options(self, kind, signature, kwargs) -> None:
+    def _check_options(self, kind: str, signature: inspect.Signature, kwargs: dict[str, Any]) -> None:
         allowed = [p.name for p in signature.parameters.values() if p.kind is p.KEYWORD_ONLY]
         for key in kwargs:
             if key in signature.parameters:
@@ -196,7 +199,7 @@ class Staging:
             raise self.error(f"registered a {kind} with the unknown option {key!r}{hint}; "
                              f"{kind} options are: {', '.join(allowed)}")
 
-    def _check_name(self, kind: str, name) -> None:
+    def _check_name(self, kind: str, name: object) -> None:
         if not isinstance(name, str) or not name.isidentifier():
             raise self.error(f"registered a {kind} with the invalid name {name!r} (use a Python identifier)")
         taken = self.registries[kind].get(name)
@@ -205,7 +208,7 @@ class Staging:
         if any(k == kind and e.name == name for k, e in self.entries):
             raise self.error(f"registered {kind} {name!r} twice")
 
-    def _check_values(self, kind: str, name: str, values: dict) -> dict:
+    def _check_values(self, kind: str, name: str, values: dict[str, Any]) -> dict[str, Any]:
         what = f"{kind} {name!r}"
         if not callable(values.get("factory", values.get("writer"))):
             raise self.error(f"registered {what} with something that is not callable")
@@ -230,7 +233,7 @@ class Staging:
             values["data"] = data
         return values
 
-    def _names_tuple(self, what: str, option: str, value) -> tuple:
+    def _names_tuple(self, what: str, option: str, value: Any) -> tuple[str, ...]:
         if isinstance(value, str) or not all(isinstance(v, str) for v in value):
             raise self.error(f"registered {what} with {option}={value!r}: use a tuple of strings")
         return tuple(value)
