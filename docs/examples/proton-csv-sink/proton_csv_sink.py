@@ -1,15 +1,17 @@
 """An example third-party sink: ``proton.finalize(output_format="csv")``.
 
 Each node of the call tree becomes a row: its path, then every metric the
-profile has, as exclusive (per node) values.
+profile has, as exclusive (per node) values.  Written against the public
+contract alone: ``proton_core.plugin_api`` and ``proton_core.hookimpl``.
 """
 
 import csv
 
-import proton_core
+from proton_core import hookimpl
+from proton_core.plugin_api import Profile
 
 
-def write_csv(profile, path):
+def write_csv(profile: Profile, path: str) -> None:
     rows = []
     for names, node in profile.tree.root.walk():
         if names:
@@ -23,6 +25,6 @@ def write_csv(profile, path):
             writer.writerow([name, *(metrics.get(c, "") for c in columns)])
 
 
-@proton_core.hookimpl
-def proton_register_sinks(register):
+@hookimpl
+def proton_register_sinks(register) -> None:
     register("csv", write_csv, extension="csv", data=("tree", "trace"), description="one CSV row per node")
