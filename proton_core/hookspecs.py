@@ -36,7 +36,8 @@ def proton_register_backends(register: RegisterBackend) -> None:
     ``factory()`` returns a :class:`proton_core.plugin_api.Backend` and may raise
     :class:`proton_core.plugin_api.BackendUnavailable` with a reason.
     ``available()`` (optional, cheap, no side effects) returns ``None`` when
-    the backend can run here or a string saying why not; automatic backend
+    the backend can run here or a string saying why not (a probe that raises
+    makes the backend unavailable, its exception the reason); automatic backend
     choice takes the available backend of highest positive ``priority`` and
     falls back to ``host``.  ``modes`` lists the ``start(mode=...)`` values
     (or prefixes) the backend accepts.
