@@ -13,6 +13,9 @@ from __future__ import annotations
 
 import os
 
+__all__ = ["SCOPE_API_CAPSULE", "NATIVE_CONTEXT_CAPSULE", "get_include", "reserve_context_ids",
+           "native_context_setters", "scope_engine_available"]
+
 #: The capsule holding the scope engine's function table (``ProtonScopeAPI`` in scope_api.h).
 SCOPE_API_CAPSULE = "proton_core._scope_fast._C_API"
 

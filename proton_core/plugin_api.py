@@ -52,6 +52,7 @@ from .plugins import hookimpl
 from .scope import CPU_TIME, close_op_unchecked, close_unchecked, enter_scope, exit_scope, open_op_unchecked, open_unchecked
 from .session import ACTIVITY, MANAGER, Session
 from .shared_install import SharedInstall
+from .native_api import NATIVE_CONTEXT_CAPSULE, native_context_setters, reserve_context_ids
 
 __all__ = [
     "hookimpl",
@@ -106,29 +107,13 @@ def current_op() -> str | None:
 
 
 # ------------------------------------------------------ native scope sources ----
-#: The name of the capsule a backend's ``native_context`` attribute holds: a pointer to
-#: ``struct { uint32_t version; void (*set)(uint64_t id); uint64_t (*get)(void);
-#: void (*set_provider)(uint64_t (*provider)(uint64_t)); }`` whose ``set``/``get`` act on the
-#: calling thread's context, callable from any thread without the GIL. ``set_provider`` is there
-#: from version 2 on: with a provider set (``NULL`` removes it), the backend asks it, at each
-#: launch and on the launching thread, which context the launch goes under, passing the one last
-#: set; a source that opens its scopes lazily (the torch plugin's operators) names them only there.
-NATIVE_CONTEXT_CAPSULE = "proton.native_context.v1"
-
-
 def register_context_ids(first_id: int, resolve) -> None:
     """Context ids from ``first_id`` (above 2**32) up are scopes a plugin interned itself (natively,
-    without the GIL); ``resolve(id)`` returns ``(parent id, name)`` or None. Such ids may be passed to
-    backends' native setters, and are spelled like the core's own scopes in every profile."""
+    without the GIL); ``resolve(id)`` returns ``(parent id, name)`` or None.  Prefer
+    :func:`~proton_core.native_api.reserve_context_ids`, which picks a range no other plugin uses."""
     from .context import TREE
 
     TREE.register_foreign(first_id, resolve)
-
-
-def native_context_setters() -> list:
-    """Capsules (:data:`NATIVE_CONTEXT_CAPSULE`) of the running backends that offer one."""
-    with MANAGER.lock:
-        return [c for c in (getattr(s.backend, "native_context", None) for s in MANAGER.running) if c is not None]
 
 
 def context_names(context_id: int) -> list[str]:

@@ -4,6 +4,7 @@ import ast
 import os
 
 import proton_core
+import proton_core.native_api
 import proton_core.plugin_api
 import proton_core.testing
 
@@ -11,7 +12,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PLUGINS = os.path.join(ROOT, "plugins")
 
 #: module -> the names a plugin's package may import from it
-SOURCE_ALLOWED = {"proton_core": {"hookimpl"}, "proton_core.plugin_api": set(proton_core.plugin_api.__all__)}
+SOURCE_ALLOWED = {"proton_core": {"hookimpl"}, "proton_core.plugin_api": set(proton_core.plugin_api.__all__),
+                  "proton_core.native_api": set(proton_core.native_api.__all__)}  # native plugins' extras
 #: plugin tests may also use the user API and the testing module
 TEST_ALLOWED = {**SOURCE_ALLOWED, "proton_core": set(proton_core.__all__) | {"__version__"},
                 "proton_core.testing": set(proton_core.testing.__all__)}

@@ -33,12 +33,14 @@ from ..session import MANAGER
 from .contract import BackendContract, Driver, chains
 from .native import NoCompiler, build_library, native_context_capsule
 from .settlers import PendingScope
+from .engine import add_setter, engine_counts, launch_op_cache
 from .synthetic import SyntheticBackend, SyntheticDriver, SyntheticPlugin
 
 __all__ = [
     "SyntheticBackend", "SyntheticDriver", "BackendContract", "Driver", "chains", "use_synthetic_backend", "reset",
     "open_session_ids", "get_plugins", "gpu_missing_reason", "load_profile", "child",
     "NoCompiler", "build_library", "native_context_capsule", "run_threads", "PendingScope",
+    "launch_op_cache", "engine_counts", "add_setter",
 ]
 
 

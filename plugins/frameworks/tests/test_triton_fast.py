@@ -17,10 +17,8 @@ import pytest
 
 import proton_core as proton
 from fwtest import install_fake_triton, load, node
-from proton_core.launch_ops import _CLEARS, _OPS
 from proton_core.plugin_api import current_op, register_settler, thread_state, unregister_settler
-from proton_core.session import MANAGER
-from proton_core.testing import PendingScope, reset
+from proton_core.testing import PendingScope, add_setter, engine_counts, launch_op_cache, reset
 from proton_frameworks import triton_hook
 from proton_frameworks.testing import LazyDict
 
@@ -58,9 +56,7 @@ class Hooks:
         exits closed natively or by the Python close_op (the core's engine counts its own C API's calls)."""
         if _triton_fast is None:
             return {}
-        from proton_core import _scope_fast
-
-        core, hooks = _scope_fast.engine_counts(), _triton_fast.stats()
+        core, hooks = engine_counts(), _triton_fast.stats()
         return {"enter_recalled": core["launch_recalled"], "enter_fast": core["launch_fast"],
                 "enter_slow": hooks["enter_slow"], "exit_fast": core["close_op_fast"], "exit_slow": core["close_op_slow"]}
 
@@ -414,7 +410,7 @@ def test_a_thread_ending_with_an_op_open_leaves_later_threads_clean(tmp_path, fa
 def test_the_op_cache_emptied_midway(tmp_path, fake, impl):
     """The core empties its op cache when full (ops.clear(), clears[0] += 1): a remembered hit must not outlive
     that."""
-    ops, clears = _OPS, _CLEARS
+    ops, clears = launch_op_cache()
     h = Hooks(impl)
     proton.start(str(tmp_path / "p"), backend="fake")
     data = LazyDict({"name": "k", "function": 1234, "stream": 0})
@@ -507,24 +503,25 @@ def test_configure_refuses_what_it_cannot_use():
 
 def flaky_run(tmp_path, fake, impl, exc_type, monkeypatch):
     """Launches with a context setter that raises exc_type once, at a launch the native side recalls."""
-    manager = MANAGER
     h = Hooks(impl)
     proton.start(str(tmp_path / impl), backend="fake")
-    calls, raised = [], []
+    calls, raised, listening = [], [], [True]
 
     def flaky(ctx):
+        if not listening[0]:
+            return
         calls.append(ctx)
         if len(calls) == 9:  # the 5th launch's enter
             raise exc_type("from a setter")
 
-    monkeypatch.setattr(manager, "setters", manager.setters + (flaky,))
+    add_setter(flaky)
     for _ in range(8):
         try:
             h.launch(fake, "k", constant(name="gemm", flops16=1))
         except exc_type as exc:
             raised.append(str(exc))
             h.exit(None)
-    monkeypatch.undo()
+    listening[0] = False
     proton.finalize()
     return strip(load(tmp_path / f"{impl}.hatchet")[0]), calls, raised
 
@@ -545,7 +542,7 @@ def test_the_core_counts_its_cache_clears(fake):
     """What the native side relies on: the core's op cache is emptied only with clears[0] incremented."""
     from proton_core.plugin_api import close_op, metric_name, open_counted_op
 
-    ops, clears = _OPS, _CLEARS
+    ops, clears = launch_op_cache()
     numbers = ((metric_name("flops16"), 1),)
     proton.start("unused", backend="fake")
     before, n = clears[0], 0
