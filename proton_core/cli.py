@@ -195,12 +195,9 @@ def plugin_rows() -> list[tuple[str, ...]]:
         if status == "loaded":
             reasons = []
             for reg in plugins.backends.values():
-                if reg.plugin != record.name or reg.available is None:
+                if reg.plugin != record.name:
                     continue
-                try:
-                    reason = reg.available()
-                except Exception as exc:  # a probe that breaks is itself a reason
-                    reason = f"availability check failed: {type(exc).__name__}: {exc}"
+                reason = reg.unavailable_reason()  # a probe that breaks is itself a reason, in one line
                 if reason:
                     reasons.append(str(reason).splitlines()[0] if str(reason) else "unavailable")
             if reasons:
