@@ -13,6 +13,20 @@ from setuptools import setup
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 INFO = os.path.join(HERE, "src", "proton_torch", "_build_info.py")
+# One file per concern (csrc/python_module.cc lists them); core_scopes.cc alone reads the core's Python objects.
+SOURCES = [
+    "csrc/python_module.cc",
+    "csrc/thread_state.cc",
+    "csrc/record_callbacks.cc",
+    "csrc/operator_names.cc",
+    "csrc/autograd_records.cc",
+    "csrc/launch_provider.cc",
+    "csrc/module_frames.cc",
+    "csrc/core_scopes.cc",
+    "csrc/tracing.cc",
+    "csrc/timing.cc",
+    "csrc/unobserved.cc",
+]
 
 
 def write_info(torch_version):
@@ -37,7 +51,7 @@ def extension():
         return None, {}
     ext = CppExtension(
         "proton_torch._C",
-        ["csrc/ops.cc", "csrc/unobserved.cc"],
+        SOURCES,
         define_macros=[("PROTON_TORCH_BUILT_FOR", f'"{torch.__version__}"')]
         + ([("PROTON_TORCH_TIMING", "1")] if os.environ.get("PROTON_TORCH_TIMING") == "1" else []),
         extra_compile_args=["-O2", "-Wall", "-Wextra", "-Wno-unused-parameter", "-Wno-missing-field-initializers",

@@ -5,11 +5,11 @@
 // step's records are views, metadata reads and allocations (aten::t, transpose, as_strided, resolve_conj,
 // empty, ...) that launch nothing, so that a tree profile never shows them: building them is most of what the operator
 // context costs over the floor. While a session needs none of them (no trace, and no other observer:
-// ops.cc decides), their observed flags are cleared, and set again afterwards.
+// record_callbacks.cc decides), their observed flags are cleared, and set again afterwards.
 //
 // What torch would have recorded for them is kept where it matters: a node one of them created (the
 // backward of an expand sums its gradient) is linked through its sequence number to the operator around
-// it, or at the outermost level to the context it ran in (ops.cc: remember_sequence and sweep).
+// it, or at the outermost level to the context it ran in (autograd_records.cc: remember_sequence and sweep).
 #include "unobserved.h"
 
 #include <ATen/core/dispatch/Dispatcher.h>

@@ -2,7 +2,7 @@
 
 ``proton_frameworks.torch_ops`` calls :func:`start` when the first ``hook="torch"`` session
 starts (where a running backend offers a native context setter) and :func:`stop` when the last
-one ends. In between, the extension (``csrc/ops.cc``) turns every operator and autograd node
+one ends. In between, the extension (``csrc/``) turns every operator and autograd node
 into a context id of its own, from ``FIRST_ID`` (2**41) up, which :func:`resolve` names for the
 core when a profile is built.
 """
@@ -141,7 +141,7 @@ def module_hooks():
 
 
 # ------------------------------------------------------------ nn.Module.__call__ ----
-# The C wrapper (csrc/ops.cc, module_call) replaces nn.Module.__call__: the module hooks' steps around the
+# The C wrapper (csrc/module_frames.cc, module_call) replaces nn.Module.__call__: the module hooks' steps around the
 # original call with no Python frame of ours (a Python wrapper and its *args/**kwargs repacking cost as much
 # as the hooks). Dynamo cannot trace C: torch.compiler.substitute_in_graph shows it _traced_module_call, the
 # original call alone, so nothing of ours enters a graph. That registration imports torch._dynamo, seconds
