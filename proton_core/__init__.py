@@ -11,25 +11,14 @@ from __future__ import annotations
 
 import functools
 
+from . import data, on_import  # noqa: F401  (data: proton.data, upstream's phase API)
 from ._version import __version__
 from .errors import ProtonError
+from .manager import MANAGER
 from .plugins import hookimpl
 from .scope import cpu_timed_scope, enter_scope, exit_scope, scope, state
-from . import data  # noqa: F401  (proton.data: upstream's phase API)
-from .manager import MANAGER
 
-
-def _prepare_nvtx() -> None:
-    """NVTX reads ``NVTX_INJECTION64_PATH`` once per library, at that library's first NVTX call, so
-    it is set here, at import, before the program's first range; the nvtx plugin decides what."""
-    try:
-        from proton_nvtx.injection import prepare_environment
-    except ImportError:  # the plugin is not installed
-        return
-    prepare_environment()
-
-
-_prepare_nvtx()
+on_import.run()  # plugins' steps that must precede the program's first call (NVTX's injection path)
 
 __all__ = [
     "start", "finalize", "activate", "deactivate", "profile", "scope", "cpu_timed_scope", "state",

@@ -13,7 +13,7 @@ import os
 import threading
 import time
 
-from . import config, exit_flush, log, periodic, routing
+from . import log, periodic, routing
 from .activity import ACTIVITY
 from .backend import context_setter
 from .context import THREAD
@@ -60,6 +60,8 @@ class Manager:
     def start(self, name=None, *, context="shadow", data="tree", backend=None, mode=None, hook=None,
               output_format=None, resume=None, nvtx=True) -> int:
         """Open a session (see ``proton_core.start``); ``resume`` is a finalized session's Profile to add to."""
+        from . import config, exit_flush  # here, not at import: tomllib, signal handlers: only sessions need them
+
         plugins = get_plugins()
         defaults = config.project_defaults()
         name = name or defaults.get("name") or "proton"
@@ -137,6 +139,8 @@ class Manager:
         return next((s for s in self.sessions.values() if not s.closed and os.path.abspath(s.name) == path), None)
 
     def _backend(self, requested, mode) -> BackendState:
+        from . import config
+
         plugins = get_plugins()
         name, source = config.choose_backend(requested)
         if name is None:
@@ -373,14 +377,18 @@ def split_names(value) -> list[str]:
     raise ProtonError(f"hook must be a name such as 'triton' or a list of names, not {type(value).__name__}")
 
 
+#: Where other backends come from: text for people, never a decision (the core knows only registered backends).
+BACKEND_INSTALL_HINT = ("more install as extras: pip install proton-profiler[<name>] "
+                        "for cupti, roctracer or instrumentation")
+
+
 def describe_backends(plugins) -> str:
+    """The registered backends (with why one cannot run here) and where others come from."""
     parts = []
     for entry in sorted(plugins.backends.values(), key=lambda e: e.name):
         reason = entry.unavailable_reason()
         parts.append(entry.name if reason is None else f"{entry.name} (unavailable: {reason})")
-    missing = [n for n in ("cupti", "roctracer", "instrumentation") if n not in plugins.backends.items]
-    hint = f"; not installed: {', '.join(missing)} (pip install proton-profiler[<name>])" if missing else ""
-    return f"installed backends: {', '.join(parts)}{hint}"
+    return f"installed backends: {', '.join(parts)}; {BACKEND_INSTALL_HINT}"
 
 
 MANAGER = Manager()

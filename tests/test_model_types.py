@@ -4,9 +4,10 @@ import ast
 import os
 
 import proton_core
-from proton_core import model
 from proton_core.formats import hatchet
 from proton_core.model import Profile, Tree
+from proton_core.model.read import ReadNode, ReadProfile
+from proton_core.model.table import Table
 from proton_core.viewer import table
 
 CORE = os.path.dirname(os.path.abspath(proton_core.__file__))
@@ -38,7 +39,7 @@ def test_the_format_and_the_viewer_read_into_the_model(tmp_path):
     path = str(tmp_path / "p.hatchet")
     hatchet.write(Profile("p", "shadow", "tree", tree), path)
     read = hatchet.read(path)
-    assert isinstance(read, model.ReadProfile) and isinstance(read.root, model.ReadNode)
+    assert isinstance(read, ReadProfile) and isinstance(read.root, ReadNode)
     assert [n.name for n in read.root.walk()] == ["ROOT", "step", "gemm"]
     columns = table.read(path)
-    assert isinstance(columns, model.Table) and columns.names[columns.root] == "ROOT"
+    assert isinstance(columns, Table) and columns.names[columns.root] == "ROOT"

@@ -3,8 +3,9 @@
 NVTX reads the variable once per library (libtorch, the ``nvtx`` package, NCCL...), at
 that library's first NVTX call, and loads the file it names.  The file is this plugin's
 ``_inject`` module, so the library NVTX loads and the module Python imports are one.
-``import proton_core`` calls :func:`prepare_environment`; the ``proton-profile`` command
-runs programs in its own process, after that import.
+``import proton_core`` calls :func:`prepare_environment`, which this distribution registers in
+the entry-point group ``proton.on_import``; the ``proton-profile`` command runs programs in its
+own process, after that import.
 """
 
 from __future__ import annotations
