@@ -20,15 +20,14 @@ import proton_core as proton  # noqa: E402
 from proton_core.plugin_api import close_op, open_op, open_scopes  # noqa: E402
 from proton_core.testing import child, load_profile  # noqa: E402
 
-from proton_frameworks import torch_ops  # noqa: E402
-from proton_torch import native, ops  # noqa: E402
+from proton_torch import hook, native, ops  # noqa: E402
 
 try:
     C = native.load()
 except native.NativeUnavailable as exc:  # pragma: no cover - a checkout built without torch
     pytest.skip(f"proton_torch's extension is not usable here: {exc}", allow_module_level=True)
 
-from proton_frameworks.torch_testing import KERNEL_OPS, KernelEmulator, Net  # noqa: E402,F401
+from proton_torch.testing import KERNEL_OPS, KernelEmulator, Net  # noqa: E402,F401
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -58,7 +57,7 @@ def train(tmp_path, fake, steps=1, backward_scope=None, data="tree", kernels=KER
     opt = torch.optim.SGD(model.parameters(), lr=0.1, foreach=False)
     with KernelEmulator(fake, kernels):
         proton.start(str(tmp_path / "p"), backend="fake", hook="torch", data=data)
-        assert torch_ops.current_mode() == "native"
+        assert hook.current_mode() == "native"
         for _ in range(steps):
             x, y = torch.randn(5, 8), torch.randn(5, 4)
             with proton.scope("step"):
@@ -310,7 +309,7 @@ def test_a_backend_of_the_first_capsule_version_gets_a_context_per_operator(tmp_
     monkeypatch.setattr(SyntheticBackend, "native_context",
                         native_context_capsule(channel_lib, "channel_v1_native_context"), raising=False)
     proton.start(str(tmp_path / "v1"), backend="fake", hook="torch")
-    assert torch_ops.current_mode() == "native"
+    assert hook.current_mode() == "native"
     assert not C.stats()["providing"] and not channel_lib.channel_has_provider()
     with proton.scope("outer"):
         outer = channel_lib.channel_get()
@@ -728,7 +727,7 @@ def test_modules_run_inside_a_backward_function_nest_under_it(tmp_path, native_f
 def test_python_mode_is_forced_by_the_environment(tmp_path, native_fake, monkeypatch):
     monkeypatch.setenv("PROTON_TORCH_NATIVE", "0")
     proton.start(str(tmp_path / "f"), backend="fake", hook="torch")
-    assert torch_ops.current_mode() == "python" and not C.stats()["enabled"]
+    assert hook.current_mode() == "python" and not C.stats()["enabled"]
     proton.finalize()
 
 
@@ -737,11 +736,11 @@ def test_a_build_for_another_torch_is_refused_in_one_line_and_the_python_mode_ru
     from proton_torch import _build_info
 
     monkeypatch.setattr(_build_info, "TORCH_VERSION", "1.0.0+other")
-    monkeypatch.setattr(torch_ops, "_said", set())
+    monkeypatch.setattr(hook, "_said", set())
     with caplog.at_level("WARNING", logger="proton"):
         for name in ("g", "h"):
             proton.start(str(tmp_path / name), backend="fake", hook="torch")
-            assert torch_ops.current_mode() == "python"
+            assert hook.current_mode() == "python"
             proton.finalize()
     lines = [r.getMessage() for r in caplog.records if "built for torch" in r.getMessage()]
     assert len(lines) == 1, lines  # said once
@@ -755,7 +754,7 @@ def test_a_build_for_another_torch_is_refused_in_one_line_and_the_python_mode_ru
 
 def test_native_mode_needs_a_backend_with_a_native_setter(tmp_path, monkeypatch):
     proton.start(str(tmp_path / "n"), backend="fake", hook="torch")  # the plain synthetic backend has none
-    assert torch_ops.current_mode() == "python"
+    assert hook.current_mode() == "python"
     proton.finalize()
     monkeypatch.setenv("PROTON_TORCH_NATIVE", "1")
     with pytest.raises(proton.ProtonError, match="no running backend offers a native context setter"):
@@ -805,7 +804,7 @@ def test_scopes_opened_inside_a_module_nest_under_it(tmp_path, native_fake):
 
 
 def test_module_hooks_are_the_native_ones_and_go_at_finalize(tmp_path, native_fake):
-    from proton_frameworks.torch_ops import MODE
+    from proton_torch.hook import MODE
 
     original = torch.nn.Module.__dict__["__call__"]
     proton.start(str(tmp_path / "h"), backend="fake", hook="torch")
@@ -818,7 +817,7 @@ def test_module_hooks_are_the_native_ones_and_go_at_finalize(tmp_path, native_fa
 
 
 def test_the_python_wrapper_is_kept_where_asked(tmp_path, native_fake, monkeypatch):
-    from proton_frameworks.torch_ops import MODE
+    from proton_torch.hook import MODE
 
     monkeypatch.setenv("PROTON_TORCH_MODULE_CALL", "python")
     proton.start(str(tmp_path / "h"), backend="fake", hook="torch")
@@ -985,7 +984,7 @@ def test_a_fullgraph_compile_inside_a_native_session_traces_without_a_break(tmp_
     model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU())
     x = torch.ones(2, 4)
     proton.start(str(tmp_path / "c"), backend="fake", hook="torch")
-    assert torch_ops.current_mode() == "native"
+    assert hook.current_mode() == "native"
     assert torch._dynamo.utils.unpatched_nn_module_call is not torch.nn.Module.__call__
     compiled = torch.compile(model, backend="eager", fullgraph=True)
     with proton.scope("compiled"):  # (outside the kernel emulator: Dynamo refuses any dispatch mode)

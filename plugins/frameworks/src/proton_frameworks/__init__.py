@@ -1,4 +1,6 @@
-"""Proton context sources for frameworks: ``hook="triton"``, ``hook="torch"``, ``hook="jax"``.
+"""Proton context sources for frameworks: ``hook="triton"`` and ``hook="jax"``.
+
+``hook="torch"`` is proton-profiler-torch's.
 
 Nothing here imports a framework at import time; each source imports its
 framework when a session that names it starts.

@@ -1,8 +1,9 @@
-"""Registers the triton, torch and jax context sources with Proton's plugin manager.
+"""Registers the triton and jax context sources with Proton's plugin manager.
 
 Factories are looked up lazily so ``proton-profile plugins`` lists the sources on a
 machine without any framework installed; a missing framework is reported
-when a session asks for it.
+when a session asks for it. ``hook="torch"`` is proton-profiler-torch's (all of PyTorch
+in one distribution).
 """
 
 from __future__ import annotations
@@ -12,8 +13,8 @@ import os
 from proton_core import hookimpl
 from proton_core.plugin_api import register_internal_path
 
-# The launch hook, dispatch mode and module hooks run inside the user's call
-# stack: keep their frames out of python-context paths.
+# The launch hooks run inside the user's call stack: keep their frames out of
+# python-context paths.
 register_internal_path(os.path.dirname(os.path.abspath(__file__)) + os.sep)
 
 
@@ -21,12 +22,6 @@ def _triton():
     from .triton_hook import TritonSource
 
     return TritonSource()
-
-
-def _torch():
-    from .torch_ops import TorchSource
-
-    return TorchSource()
 
 
 def _jax():
@@ -38,5 +33,4 @@ def _jax():
 @hookimpl
 def proton_register_contexts(register):
     register("triton", _triton, description="Triton launch_metadata: kernel rename, flops/bytes metrics")
-    register("torch", _torch, description="PyTorch aten operators and nn.Module paths above their kernels")
     register("jax", _jax, description="JAX named scopes and source lines of XLA kernels")

@@ -1,5 +1,5 @@
-"""PyTorch operator contexts from RecordFunction callbacks (plugins/torch/csrc/ops.cc), built against the
-installed torch (import torch first). Keep in step with ops.cc's ``kMethods`` table and ``PyInit__C``
+"""PyTorch operator contexts from RecordFunction callbacks (plugins/torch/csrc/), built against the
+installed torch (import torch first). Keep in step with python_module.cc's ``kMethods`` table and ``PyInit__C``
 (tests/test_contract_stubs.py compares).
 """
 

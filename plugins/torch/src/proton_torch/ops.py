@@ -1,6 +1,6 @@
 """The Python side of the native operator contexts: switching them on and off, naming their ids.
 
-``proton_frameworks.torch_ops`` calls :func:`start` when the first ``hook="torch"`` session
+``proton_torch.hook`` calls :func:`start` when the first ``hook="torch"`` session
 starts (where a running backend offers a native context setter) and :func:`stop` when the last
 one ends. In between, the extension (``csrc/``) turns every operator and autograd node
 into a context id of its own, from ``FIRST_ID`` (2**41) up, which :func:`resolve` names for the
@@ -28,9 +28,9 @@ from proton_core.plugin_api import (
     warn,
 )
 
-from .native import NativeUnavailable, load  # noqa: F401  (re-exported for torch_ops)
+from .native import NativeUnavailable, load  # noqa: F401  (re-exported for the hook)
 
-# start/stop run under the frameworks plugin's SharedInstall lock and the core's session lock; refresh
+# start/stop run under the hook's SharedInstall lock and the core's session lock; refresh
 # runs from session hooks. No lock of ours: one would be taken in both orders with the core's.
 STATE = {"on": False, "shapes": False, "patched": []}
 

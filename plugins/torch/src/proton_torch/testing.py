@@ -1,4 +1,4 @@
-"""Test helpers for hook="torch" on a CPU (imports torch): shared by the frameworks and torch plugins' tests.
+"""Test helpers for hook="torch" on a CPU (imports torch): the torch plugin's tests, Python and native modes.
 
 A CPU run launches no device kernels, so :class:`KernelEmulator`, a dispatch mode
 entered before the session, launches one fake-backend kernel ``cpu_<op>`` per aten

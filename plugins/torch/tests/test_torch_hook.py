@@ -17,11 +17,11 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import proton_core as proton  # noqa: E402
-from fwtest import find_all, load, names, node  # noqa: E402
 from proton_core.plugin_api import open_scopes  # noqa: E402
-from proton_frameworks import torch_ops  # noqa: E402
+from torchtest import find_all, load, names, node  # noqa: E402
 
-from proton_frameworks.torch_testing import KERNEL_OPS, KernelEmulator, Net  # noqa: E402,F401
+from proton_torch import hook, native  # noqa: E402
+from proton_torch.testing import KERNEL_OPS, KernelEmulator, Net  # noqa: E402,F401
 
 
 def train_step(model, opt):
@@ -108,8 +108,8 @@ def test_uninstall_removes_mode_and_module_call_wrapper(tmp_path, fake):
     assert torch._C._len_torch_dispatch_stack() == depth + 1
     wrapper = torch.nn.Module.__dict__["__call__"]
     assert wrapper is not original and wrapper.__wrapped__ is original
-    (patch,) = torch_ops.MODE.state["handles"]
-    assert (patch.pre, patch.post) == (torch_ops.module_pre_hook, torch_ops.module_post_hook)
+    (patch,) = hook.MODE.state["handles"]
+    assert (patch.pre, patch.post) == (hook.module_pre_hook, hook.module_post_hook)
     # No global module hook: one would send every module call down torch's slow _call_impl path.
     assert (len(nn_module._global_forward_pre_hooks), len(nn_module._global_forward_hooks)) == hooks
     proton.finalize()
@@ -199,27 +199,25 @@ def test_missing_torch_is_a_one_line_error(tmp_path, fake, monkeypatch):
 def test_python_mode_runs_where_no_backend_offers_a_native_setter(tmp_path, fake):
     """The synthetic (like the host) backend has no native context setter: the Python mode, silently."""
     proton.start(str(tmp_path / "p"), backend="fake", hook="torch")
-    assert torch_ops.current_mode() == "python"
+    assert hook.current_mode() == "python"
     proton.finalize()
-    assert torch_ops.current_mode() is None
+    assert hook.current_mode() is None
 
 
 def test_without_the_native_extension_the_python_mode_says_why_once(tmp_path, fake, monkeypatch, caplog):
-    import sys
-
-    monkeypatch.setitem(sys.modules, "proton_torch", None)  # as if proton-profiler-torch were not installed
-    monkeypatch.setattr(torch_ops, "_said", set())
+    monkeypatch.setattr(native, "built_for", lambda: None)  # as if built where torch was not importable
+    monkeypatch.setattr(hook, "_said", set())
     with caplog.at_level("WARNING", logger="proton"):
         for name in ("a", "b"):
             proton.start(str(tmp_path / name), backend="fake", hook="torch")
-            assert torch_ops.current_mode() == "python"
+            assert hook.current_mode() == "python"
             proton.finalize()
     lines = [r.getMessage() for r in caplog.records if "Python dispatch mode" in r.getMessage()]
     assert lines == ["hook='torch' uses its Python dispatch mode (one Python call per operator): "
-                     "proton-profiler-torch is not installed (pip install --no-build-isolation "
-                     "proton-profiler-torch, after torch)"]
+                     "proton-profiler-torch was built without torch, so without its native extension; "
+                     f"install torch first, then {native.REINSTALL}"]
     monkeypatch.setenv("PROTON_TORCH_NATIVE", "1")
-    with pytest.raises(proton.ProtonError, match="PROTON_TORCH_NATIVE=1, but proton-profiler-torch is not installed"):
+    with pytest.raises(proton.ProtonError, match="PROTON_TORCH_NATIVE=1, but proton-profiler-torch was built without"):
         proton.start(str(tmp_path / "c"), backend="fake", hook="torch")
 
 
@@ -233,9 +231,9 @@ def test_python_mode_shapes_option(tmp_path, fake, monkeypatch):
 
 
 def test_shape_suffix_format():
-    assert torch_ops.shapes_suffix((torch.ones(2, 3), 4, [torch.ones(1), None], torch.tensor(1.0)),
+    assert hook.shapes_suffix((torch.ones(2, 3), 4, [torch.ones(1), None], torch.tensor(1.0)),
                                    torch.Tensor) == "[2x3,(1;-),()]"
-    assert torch_ops.shapes_suffix((), torch.Tensor) == "[]"
+    assert hook.shapes_suffix((), torch.Tensor) == "[]"
 
 
 def test_torch_compile_in_and_after_a_session_keeps_dynamo_s_view_of_module_call(tmp_path):

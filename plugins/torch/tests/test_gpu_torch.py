@@ -11,8 +11,9 @@ pytest.importorskip("proton_cupti", reason="proton-profiler-cupti is not install
 torch = pytest.importorskip("torch")
 
 import proton_core as proton  # noqa: E402
-from fwtest import find_all, load, node  # noqa: E402
-from proton_frameworks import torch_ops  # noqa: E402
+from torchtest import find_all, load, node  # noqa: E402
+
+from proton_torch import hook  # noqa: E402
 
 
 def kernels_below(literal):
@@ -52,7 +53,7 @@ def mlp():
 
 def profile(tmp_path, step, mode, **kwargs):
     proton.start(str(tmp_path / "p"), backend="cupti", hook="torch")
-    assert torch_ops.current_mode() == mode
+    assert hook.current_mode() == mode
     with proton.scope("train_step"):
         step(**kwargs)
         torch.cuda.synchronize()

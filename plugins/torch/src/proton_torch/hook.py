@@ -2,12 +2,12 @@
 
 Two ways to see operators, chosen when the first ``hook="torch"`` session starts:
 
-* **Native** (``proton-profiler-torch``, built against the installed torch): RecordFunction
-  callbacks in C++ open a context per operator and per autograd node, as Kineto observes them,
-  with no Python per operator; backward functions are placed under the forward operator that
-  created them (sequence numbers).  Used when that distribution loads and a running backend
-  offers a native context setter (the CUPTI backend does; the host backend, which sees no
-  kernels, does not).
+* **Native** (this distribution's extension, ``proton_torch._C``, built against the installed
+  torch): RecordFunction callbacks in C++ open a context per operator and per autograd node, as
+  Kineto observes them, with no Python per operator; backward functions are placed under the
+  forward operator that created them (sequence numbers).  Used when the extension loads and a
+  running backend offers a native context setter (the CUPTI backend does; the host backend,
+  which sees no kernels, does not).
 * **Python** (the fallback): a ``TorchDispatchMode`` sees the aten operators that reach the
   backend kernels, after autograd and composite decomposition, including the backward operators
   the autograd engine runs; each becomes a core scope around the call, backward operators grouped
@@ -39,6 +39,9 @@ import weakref
 
 from proton_core.plugin_api import ACTIVITY, ContextSource, ProtonError, SharedInstall, enter_scope, exit_scope
 from proton_core.plugin_api import native_context_setters, scope_depth, warn
+
+from . import ops
+from .native import NativeUnavailable
 
 
 def _torch():
@@ -80,17 +83,10 @@ def native_ops():
     required = flag in ("1", "true", "yes", "on")
     reason = None
     try:
-        from proton_torch import ops
-        from proton_torch.native import NativeUnavailable
-    except ImportError:
-        reason = ("proton-profiler-torch is not installed (pip install --no-build-isolation proton-profiler-torch, "
-                  "after torch)")
-    else:
-        try:
-            ops.load()
-            ops.module_hooks()  # checks that the core's scope stack protocol is one the extension knows
-        except (NativeUnavailable, ValueError) as exc:
-            reason = str(exc)
+        ops.load()
+        ops.module_hooks()  # checks that the core's scope stack protocol is one the extension knows
+    except (NativeUnavailable, ValueError) as exc:
+        reason = str(exc)
     if reason is not None:
         if required:
             raise ProtonError(f"PROTON_TORCH_NATIVE=1, but {reason}")
