@@ -311,3 +311,33 @@ def test_torch_ablation_variants_switch_one_part_and_restore_the_environment(mon
     variant.start("p")
     variant.finalize()
     assert seen["during"] == "1" and "PROTON_TORCH_OBSERVE_ALL" not in os.environ
+
+
+def test_ab_summary_reads_each_measure_and_pairs_rounds(tmp_path):
+    """ab_bench.sh's logs (the formats launch_cost, triton_hook_overhead, nvtx_cost and run.py write) become one
+    row per measure; after/before is taken per round, so a machine that drifts between rounds cancels out."""
+    from benchmarks import ab_summary
+
+    for rnd, (before, after) in enumerate([(100.0, 90.0), (200.0, 180.0), (150.0, 135.0)]):
+        for side, ns in (("before", before), ("after", after)):
+            stem = tmp_path / f"r{rnd}-{side}"
+            (tmp_path / f"{stem.name}-launch.log").write_text(
+                "case                          none           floor     ours-shadow   (ns ...)\n"
+                f"torch depth 0          3000 (   +0)     3100 ( +100)     {3100 + ns:.0f} ({100 + ns:+5.0f})\n")
+            (tmp_path / f"{stem.name}-triton.log").write_text(
+                f"  with metadata, above the bare hook: native {ns / 1000:+.2f} us, python +1.00 us\n"
+                "  w/o metadata, above the bare hook: native +0.05 us, python +0.20 us\n")
+            (tmp_path / f"{stem.name}-nvtx.log").write_text(
+                'NVTX push+pop...\n{"backend": "cupti", "rows": {}, "own": {"python": %f, "native": 40}}\n' % ns)
+            d = tmp_path / f"{stem.name}-decoder"
+            d.mkdir()
+            (d / "bench.json").write_text(json.dumps({"runs": [
+                {"workload": "decoder", "profiler": "ours-torch/floor", "paired_ratios": [1 + ns / 1000] * 3}]}))
+    found = ab_summary.collect(str(tmp_path))
+    assert found["launch: ours - floor (ns)"]["after"] == {0: 90.0, 1: 180.0, 2: 135.0}
+    assert found["triton: native hook, w/o metadata (us)"]["before"][2] == 0.05
+    assert found["nvtx: push+pop from Python (ns)"]["before"][1] == 200.0
+    assert found["decoder: hook=torch / floor"]["after"][0] == 1.09
+    rows = ab_summary.table(found).splitlines()
+    launch = next(r for r in rows if r.startswith("| launch"))
+    assert "| 0.900 [0.900-0.900] |" in launch  # every round's after/before is 0.9, whatever the round's level
