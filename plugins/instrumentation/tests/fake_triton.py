@@ -17,8 +17,10 @@ from proton_instrumentation.triton_env import TritonEnv
 
 
 class HookChain:
-    def __init__(self):
-        self.calls = []
+    """Triton 3.6's: ``reversed`` chains (launch exit, kernel load end) call their hooks last added first."""
+
+    def __init__(self, reversed=False):
+        self.calls, self.reversed = [], reversed
 
     def add(self, fn):
         if fn not in self.calls:
@@ -29,7 +31,7 @@ class HookChain:
             self.calls.remove(fn)
 
     def __call__(self, *args):
-        for fn in list(self.calls):
+        for fn in (list(reversed(self.calls)) if self.reversed else list(self.calls)):
             fn(*args)
 
 
@@ -208,8 +210,8 @@ class FakeTriton:
         self.flags = SimpleNamespace(instrumentation_on=False)
         self.cuda_backend = type("CUDABackend", (), {"instrumentation": None})
         self.compilation = SimpleNamespace(instrumentation_mode="")
-        self.runtime = SimpleNamespace(kernel_load_end_hook=HookChain(), launch_enter_hook=HookChain(),
-                                       launch_exit_hook=HookChain())
+        self.runtime = SimpleNamespace(kernel_load_end_hook=HookChain(reversed=True), launch_enter_hook=HookChain(),
+                                       launch_exit_hook=HookChain(reversed=True))
         self.null = NullAllocator()
         wrapper = AllocatorWrapper(self.null)
         self.allocation = SimpleNamespace(

@@ -292,3 +292,43 @@ def test_bad_mode_is_one_line(tmp_path, ftriton):
     with pytest.raises(ProtonError, match="instrumentation mode option buffer_size=300"):
         proton.start(str(tmp_path / "p"), backend="instrumentation", mode="default:buffer_size=300")
     assert ftriton.flags.instrumentation_on is False
+
+
+def test_runs_inside_the_op_of_hook_triton_whichever_starts_first(tmp_path, ftriton, monkeypatch):
+    """Both plugins in Triton's hooks at once, through the one manager (proton_frameworks.triton_hooks):
+    hook="triton"'s op (upstream's launch-hook priority) enters before and exits after the
+    instrumentation's launch (its lower priority), though the instrumentation session started first, so
+    the in-kernel scopes land under the op's name; the last finalize leaves the chains empty."""
+    import fake_triton
+    from proton_frameworks import triton_hook
+
+    knobs = types.ModuleType("triton.knobs")
+    knobs.runtime = ftriton.runtime
+    triton = types.ModuleType("triton")
+    triton.__version__, triton.knobs = "3.6.0", knobs
+    monkeypatch.setitem(sys.modules, "triton", triton)
+    monkeypatch.setitem(sys.modules, "triton.knobs", knobs)
+
+    class WithMetadata(fake_triton.LazyDict):  # a kernel declared with launch_metadata
+        def __init__(self, data):
+            super().__init__(data)
+            self.extras = [("launch_metadata", ())]
+
+        def get(self):
+            return {**self.data, "name": "matmul_64", "flops": 10}
+
+    monkeypatch.setattr(fake_triton, "LazyDict", WithMetadata)
+    instr = proton.start(str(tmp_path / "instr"), backend="instrumentation")
+    both = proton.start(str(tmp_path / "both"), backend="instrumentation", hook="triton")
+    ours_enter, ours_exit = triton_hook.hooks()
+    enter, leave = ftriton.runtime.launch_enter_hook.calls, ftriton.runtime.launch_exit_hook.calls
+    assert enter[0] is ours_enter and leave[0] is ours_exit and len(enter) == len(leave) == 2  # exit: reversed
+    with proton.scope("step"):
+        ftriton.launch(NESTED, ctas(1))
+    proton.finalize(both)
+    proton.finalize(instr)
+    for name in ("instr", "both"):
+        op = child(load_profile(tmp_path / f"{name}.hatchet")[0], "step", "matmul_64")
+        assert op["metrics"]["flops"] == 10 and op["metrics"]["count"] == 1
+        assert metrics(child(op, "outer"))[CY] == 400
+    assert all(getattr(ftriton.runtime, h).calls == [] for h in installation.HOOKS)

@@ -10,15 +10,13 @@ runs per launch, so the hooks do as little as possible: nothing at all while
 no session is active, and no op for kernels without ``launch_metadata``
 (their node already has the kernel's own name).
 
-Where the hooks live depends on the Triton version:
-
-* 3.6+: ``triton.knobs.runtime.launch_enter_hook`` is a ``HookChain``; we
-  ``add`` ours and ``remove`` it on uninstall (other hooks keep running);
-* 3.3-3.5: ``knobs.runtime.launch_enter_hook`` is a single callable or None;
-* 3.0-3.2: ``CompiledKernel.launch_enter_hook`` class attribute.
-
-For single-callable slots a hook already installed by the user is chained
-(theirs runs first on enter and last on exit) and restored on uninstall.
+Where the hooks live depends on the Triton version (:func:`hook_owner`):
+``triton.knobs.runtime`` (3.3+; ``HookChain`` objects from 3.6) or
+``CompiledKernel``'s class attributes (3.0-3.2).  They are installed through
+the one Triton hook manager (:mod:`.triton_hooks`, priority
+:data:`~.triton_hooks.LAUNCH_METADATA_PRIORITY`, as upstream's launch hook):
+other hooks keep running (a single-callable hook already installed by the user
+runs outside ours) and are exactly as before once the last session ends.
 
 The hooks Triton calls are native (``proton_frameworks._triton_fast``, C) where
 that extension was built: a repeated launch (same metadata, same context, no
@@ -50,6 +48,8 @@ from proton_core.plugin_api import (
     warn,
 )
 from proton_core.plugin_api import thread_state
+
+from .triton_hooks import LAUNCH_METADATA_PRIORITY, MANAGER
 
 _THREAD = thread_state()  # attribute reads, not calls: these hooks run on every launch
 
@@ -196,51 +196,6 @@ def hooks() -> tuple:
     return launch_enter, launch_exit
 
 
-class _Chain:
-    """Runs a user's single hook callable and ours, in launch-nesting order."""
-
-    def __init__(self, first, second):
-        self.first, self.second = first, second
-
-    def __call__(self, meta):
-        self.first(meta)
-        self.second(meta)
-
-
-class _Slot:
-    """One place a hook lives (an attribute of knobs.runtime or of CompiledKernel)."""
-
-    def __init__(self, owner, attr: str, ours, user_first: bool):
-        self.owner, self.attr, self.ours, self.user_first = owner, attr, ours, user_first
-        self.mode = None
-        self.previous = None
-        self.installed = None
-
-    def install(self) -> None:
-        current = getattr(self.owner, self.attr)
-        if hasattr(current, "add") and hasattr(current, "remove") and hasattr(current, "calls"):
-            current.add(self.ours)  # HookChain (Triton 3.6+): the chain keeps other hooks
-            self.mode, self.installed = "chain", current
-            return
-        self.previous = current
-        if current is None:
-            self.installed = self.ours
-        elif self.user_first:
-            self.installed = _Chain(current, self.ours)
-        else:
-            self.installed = _Chain(self.ours, current)
-        setattr(self.owner, self.attr, self.installed)
-        self.mode = "attr"
-
-    def uninstall(self) -> None:
-        if self.mode == "chain":
-            self.installed.remove(self.ours)
-        elif self.mode == "attr" and getattr(self.owner, self.attr) is self.installed:
-            setattr(self.owner, self.attr, self.previous)
-        # else: someone replaced our hook after us; theirs stays, ours is gone with it.
-        self.mode = None
-
-
 def hook_owner():
     """Where this Triton keeps its launch hooks; a one-line ProtonError where the API differs."""
     try:
@@ -268,23 +223,15 @@ def hook_owner():
     )
 
 
-def _install_hooks() -> list:
+def _install_hooks():
     owner, _ = hook_owner()
     ours_enter, ours_exit = hooks()
-    enter = _Slot(owner, "launch_enter_hook", ours_enter, user_first=True)
-    leave = _Slot(owner, "launch_exit_hook", ours_exit, user_first=False)
-    enter.install()
-    try:
-        leave.install()
-    except Exception:
-        enter.uninstall()
-        raise
-    return [enter, leave]
+    return MANAGER.install(owner, "triton", LAUNCH_METADATA_PRIORITY,
+                           {"launch_enter_hook": ours_enter, "launch_exit_hook": ours_exit})
 
 
-def _uninstall_hooks(slots: list) -> None:
-    for slot in slots:
-        slot.uninstall()
+def _uninstall_hooks(installed) -> None:
+    installed.release()
 
 
 HOOKS = SharedInstall(_install_hooks, _uninstall_hooks)

@@ -2,10 +2,13 @@
 
 Five process-wide things (DESIGN.md §4): the three compiler switches (:mod:`.compiler_hook`), the
 profile allocator, and our entries in the ``kernel_load_end_hook``/``launch_enter_hook``/
-``launch_exit_hook`` chains. :func:`acquire` installs them on the first user and checks later users
-ask for the same mode; :func:`release` restores all of them after the last. A conflict (upstream
-proton's instrumentation, another profile allocator, another ``CUDABackend.instrumentation``) fails
-with one line and leaves nothing changed.
+``launch_exit_hook`` chains, placed through the one Triton hook manager of proton-profiler-frameworks
+(``proton_frameworks.triton_hooks``, priority ``INSTRUMENTATION_PRIORITY``: inside the ``hook="triton"``
+op of the same launch, as upstream orders its instrumentation hook after its launch hook).
+:func:`acquire` installs them on the first user and checks later users ask for the same mode;
+:func:`release` restores all of them after the last. A conflict (upstream proton's instrumentation,
+another profile allocator, another ``CUDABackend.instrumentation``) fails with one line and leaves
+nothing changed.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import threading
 from dataclasses import dataclass
 
 from proton_core.plugin_api import ProtonError
+from proton_frameworks.triton_hooks import INSTRUMENTATION_PRIORITY, MANAGER
 
 from . import compiler_hook
 
@@ -26,7 +30,7 @@ class Installed:
     mode_key: str
     switches: compiler_hook.Saved
     allocator: object  # what set_profile_allocator held before
-    hooks: list  # [(chain, callable)] we added
+    hooks: object  # our entries in Triton's hook chains (proton_frameworks.triton_hooks.Installed)
 
 
 _lock = threading.Lock()
@@ -37,35 +41,33 @@ def users() -> int:
     return _state["users"]
 
 
-def _chains(env):
-    chains = []
+def _check_chains(env) -> None:
     for name in HOOKS:
         chain = getattr(env.runtime, name, None)
         if not (hasattr(chain, "add") and hasattr(chain, "remove")):
             raise ProtonError(f"instrumentation backend cannot start: knobs.runtime.{name} is not a hook chain in "
                               f"triton {env.version} (Triton 3.6 or newer is needed)")
-        chains.append(chain)
-    return chains
 
 
 def _install(env, passes, allocator, callables) -> Installed:
-    chains = _chains(env)
+    _check_chains(env)
     previous = env.profile_allocator()
     if not env.allocator_is_free(previous) and getattr(previous, "owner", None) != allocator.owner:
         raise ProtonError(f"instrumentation backend cannot start: another profile allocator is set "
                           f"({type(previous).__name__}, by upstream proton or another tool); unset it first")
     switches = compiler_hook.install(env, passes)  # checks upstream proton and CUDABackend.instrumentation
     env.allocation.set_profile_allocator(allocator)
-    added = []
-    for chain, fn in zip(chains, callables):
-        chain.add(fn)
-        added.append((chain, fn))
-    return Installed(env, passes.mode.cache_key(), switches, previous, added)
+    try:
+        hooks = MANAGER.install(env.runtime, "instrumentation", INSTRUMENTATION_PRIORITY, dict(zip(HOOKS, callables)))
+    except BaseException:
+        env.allocation.set_profile_allocator(previous)
+        compiler_hook.uninstall(env, switches)
+        raise
+    return Installed(env, passes.mode.cache_key(), switches, previous, hooks)
 
 
 def _uninstall(state: Installed) -> None:
-    for chain, fn in state.hooks:
-        chain.remove(fn)
+    state.hooks.release()
     state.env.allocation.set_profile_allocator(state.allocator)
     compiler_hook.uninstall(state.env, state.switches)
 
