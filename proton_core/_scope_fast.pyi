@@ -39,8 +39,8 @@ def engine_counts() -> dict[str, int]:
 def capi(function: str, argument: Any = None, resolve: Any = None, /) -> Any:
     """One call through the C API's table, as an extension makes it (tests): ``capi("open_scope", "name")``."""
 
-def configure(protocol: tuple[Any, ...] | None, /) -> None:
-    """The scope fast path's protocol tuple (version 1); None sends every call to the Python methods."""
+def configure(objects: dict[str, Any] | None, /) -> None:
+    """The plain scope path in C (``proton_core.scope.scope_objects()``); None sends every call to Python."""
 
 def counts() -> dict[str, int]:
     """Calls taken here (enter_fast, exit_fast) and handed to Python (enter_slow, exit_slow), for tests."""

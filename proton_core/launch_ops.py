@@ -27,7 +27,7 @@ _OPS: dict = {}
 _MAX_OPS = 65536
 #: [how many times _OPS was emptied]: a hit stays what _OPS holds for its key while this count and
 #: ACTIVITY.generation stay the same (only _build writes _OPS, and only for keys that miss), which lets
-#: a native copy of the cached step (plugin_api.launch_op_protocol) remember hits across launches.
+#: the engine's C copy of the cached step (csrc/engine.c, open_launch_op) remember hits across launches.
 _CLEARS = [0]
 _INDEX = TREE._index  # (parent, kind, name) -> id
 

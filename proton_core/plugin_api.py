@@ -20,8 +20,7 @@ Native scope sources (scopes opened by native code on threads without the GIL)
     :func:`open_scope`/:func:`close_scope` (the least-cost scope, for per-event hooks),
     :func:`open_op`/:func:`close_op`, :func:`metric_name` and :func:`add_numbers_here` (the same for
     per-launch ops and their metrics), :func:`open_counted_op` (both in one cached step),
-    :func:`launch_op_protocol` (its and ``close_op``'s internals, for a native launch hook),
-    :func:`register_context_ids` (ids a plugin interns itself),
+    :func:`register_context_ids` (ids a plugin interns itself; prefer ``reserve_context_ids``),
     :func:`native_context_setters` (the running backends' C setters, capsules
     named ``proton.native_context.v1``), :func:`innermost_scope`, :func:`register_settler` (frames a
     plugin keeps above the core's scopes become scopes before anything opens under them),
@@ -66,8 +65,7 @@ __all__ = [
     # native scope sources
     "register_context_ids", "native_context_setters", "innermost_scope", "register_settler", "unregister_settler",
     "context_names", "open_scope",
-    "close_scope", "scope_stack_protocol", "open_op", "close_op", "metric_name", "add_numbers_here", "open_counted_op",
-    "launch_op_protocol",
+    "close_scope", "open_op", "close_op", "metric_name", "add_numbers_here", "open_counted_op",
     "add_cpu_time_at",
     "add_scope_event", "open_sessions", "NATIVE_CONTEXT_CAPSULE",
     # data and sessions
@@ -176,53 +174,6 @@ def metric_name(key: str):
 #: session, at least cost; the values must already be non-negative finite ints or floats (tensors and
 #: anything else go through ``enter_scope(metrics=...)``).
 add_numbers_here = MANAGER.add_numbers_here
-
-
-def scope_stack_protocol():
-    """What :func:`open_scope`/:func:`close_scope` touch, for a native source that performs exactly
-    their steps itself, with the GIL held, to skip two Python calls per event (the nvtx plugin).
-
-    A tuple, version 1: ``(1, thread, index, child, scope_kind, manager, open_scope, close_scope, settlers)``.
-    ``thread.stack`` is the calling thread's list of ``(context id, name, monotonic ns)``;
-    ``thread.current`` its published context (it equals the innermost scope's id exactly when no
-    state or op sits on top); ``index`` maps ``(parent, scope_kind, name)`` to an id, ``child`` the
-    same call that also creates it; ``manager.setters`` are called with each new current id and,
-    while ``manager.tracing`` is non-empty, closing must go through ``close_scope``.  Before reading
-    ``thread.stack`` to open a scope, each of ``settlers`` (a list, usually empty) is called with no
-    argument (:func:`register_settler`).  Anything the native side does not handle it hands to
-    ``open_scope``/``close_scope``.
-    """
-    from .context import SCOPE as _SCOPE
-    from .context import TREE as _TREE
-
-    return (1, THREAD, _TREE._index, _TREE.child, _SCOPE, MANAGER, open_scope, close_scope, SETTLERS)
-
-
-def launch_op_protocol():
-    """What :func:`open_counted_op` (its cached step) and :func:`close_op` touch, for a native launch
-    hook that performs exactly those steps itself, with the GIL held, to skip the Python frames of a
-    per-launch hook (the frameworks plugin's Triton hooks).
-
-    A tuple, version 1: ``(1, thread, ops, activity, manager, entries, op_kind, close_op, open_counted_op,
-    clears, settlers)``.  ``thread`` is the threading.local whose per-thread ``__dict__`` holds ``op`` (the open
-    op's name or None) and ``current`` (the published context id).  ``ops`` maps ``(thread.current,
-    key)`` to ``(generation, op context id, op name, counters)``, valid while ``generation ==
-    activity.generation``; a valid hit with ``thread.op`` None is: ``op = name``, ``current = op
-    context id``, each of ``manager.setters`` called with that id, ``next()`` once on each counter, in
-    that order.  ``ops`` only gains entries for keys that miss, and is emptied only with ``clears[0]``
-    incremented: a hit may be kept across launches while ``activity.generation`` and ``clears[0]`` are
-    unchanged.  ``entries`` is the list id -> ``(parent, kind, name)``; closing is ``op = None`` and
-    ``current = entries[current][0]`` when ``entries[current][1] == op_kind`` (else ``close_op``'s
-    recomputation), then the setters.  Before reading ``thread.current`` to open an op, each of
-    ``settlers`` (the 11th item, a list, usually empty) is called with no argument (:func:`register_settler`).
-    Anything the native side does not handle (a miss, a stale hit, an open op, an unusual value) it
-    hands to ``open_counted_op``/``close_op``.
-    """
-    from .context import OP as _OP
-    from .context import TREE as _TREE
-    from .launch_ops import _CLEARS, _OPS
-
-    return (1, THREAD, _OPS, ACTIVITY, MANAGER, _TREE._entries, _OP, close_op, open_counted_op, _CLEARS, SETTLERS)
 
 
 def add_cpu_time_at(context_id: int, ns: int) -> None:

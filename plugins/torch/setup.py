@@ -13,7 +13,7 @@ from setuptools import setup
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 INFO = os.path.join(HERE, "src", "proton_torch", "_build_info.py")
-# One file per concern (csrc/python_module.cc lists them); core_scopes.cc alone reads the core's Python objects.
+# One file per concern (csrc/python_module.cc lists them); core_scopes.cc alone talks to the core (its C API).
 SOURCES = [
     "csrc/python_module.cc",
     "csrc/thread_state.cc",
@@ -27,6 +27,17 @@ SOURCES = [
     "csrc/timing.cc",
     "csrc/unobserved.cc",
 ]
+
+
+def core_include():
+    """The folder holding <proton_core/scope_api.h>: $PROTON_CORE_INCLUDE, the core in this checkout, else the
+    installed core's (this package is built without isolation, beside it)."""
+    for folder in (os.environ.get("PROTON_CORE_INCLUDE"), os.path.join(HERE, "..", "..", "proton_core", "include")):
+        if folder and os.path.exists(os.path.join(folder, "proton_core", "scope_api.h")):
+            return folder
+    from proton_core.native_api import get_include  # ImportError: install proton-profiler first
+
+    return get_include()
 
 
 def write_info(torch_version):
@@ -52,6 +63,7 @@ def extension():
     ext = CppExtension(
         "proton_torch._C",
         SOURCES,
+        include_dirs=[core_include()],
         define_macros=[("PROTON_TORCH_BUILT_FOR", f'"{torch.__version__}"')]
         + ([("PROTON_TORCH_TIMING", "1")] if os.environ.get("PROTON_TORCH_TIMING") == "1" else []),
         extra_compile_args=["-O2", "-Wall", "-Wextra", "-Wno-unused-parameter", "-Wno-missing-field-initializers",

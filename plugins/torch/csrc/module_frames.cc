@@ -17,9 +17,9 @@ namespace proton_torch {
 
 // ------------------------------------------------------------ nn.Module calls ----
 // A module call becomes a scope of the core's (so scopes the user opens inside its forward nest under it),
-// opened here with the steps of plugin_api.open_scope/close_scope (plugin_api.scope_stack_protocol, v1) for
-// the plain case and through those Python functions otherwise; a module called inside one of our records
-// (a forward recomputed in backward by activation checkpointing) becomes a frame of ours.
+// opened through the core's scope engine (its C API: open_scope/close_scope, core_scopes.cc); a module called
+// inside one of our records (a forward recomputed in backward by activation checkpointing) becomes a frame of
+// ours.
 //
 // Two ways in, both with the GIL held: module_call, a method descriptor of nn.Module put in place of
 // nn.Module.__call__, which calls the original with the module opened around it (no Python frame of ours
@@ -186,7 +186,7 @@ __attribute__((noinline, cold)) void drop_stale_modules(ThreadState& ts) {
     Py_DECREF(stale.module);
     Py_XDECREF(stale.name);
     if (stale.kind == kCoreScope) {  // its scope is still open on the core's stack: closed if innermost
-      python_close_scope(stale.ctx);
+      core_close_scope(stale.ctx);
       if (PyErr_Occurred()) PyErr_Clear();
     } else if (stale.kind == kOwnFrame) {  // its frame is still on ours: closed with those above it
       close_own_module_frame(ts, stale.ctx);
@@ -242,7 +242,7 @@ void module_exit(ThreadState& ts, PyObject* module) {
 }  // namespace
 
 PyObject* py_module_pre_hook(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  if (nargs < 1 || g_mod.activity == nullptr) Py_RETURN_NONE;
+  if (nargs < 1 || g_mod.api == nullptr) Py_RETURN_NONE;
   int on = activity_on();
   if (on < 0) PyErr_Clear();
   module_enter(state(), args[0], on);
@@ -277,7 +277,7 @@ PyObject* py_module_call(PyObject* module, PyObject* const* args, Py_ssize_t nar
   for (size_t i = 1; i < total; ++i) stack[i] = args[i - 1];
   Py_INCREF(original);  // a session ending inside forward may replace it
   int on = 0;
-  if (g_call_on && g_mod.activity != nullptr) {
+  if (g_call_on && g_mod.api != nullptr) {
     on = activity_on();
     if (on < 0) {
       PyErr_Clear();

@@ -53,11 +53,11 @@ __attribute__((noinline, cold)) uint64_t intern(uint64_t parent, const char* nam
   if (it != g_index.end()) {
     id = it->second;
   } else {
-    id = kFirstId + g_entries.size();
+    id = g_first_id.load(std::memory_order_relaxed) + g_entries.size();
     g_entries.push_back(Entry{parent, link, known, kind, key.name});
     g_index.emplace(std::move(key), id);
   }
-  if (stable_name != nullptr) *stable_name = g_entries[id - kFirstId].name.c_str();
+  if (stable_name != nullptr) *stable_name = g_entries[id - g_first_id.load(std::memory_order_relaxed)].name.c_str();
   return id;
 }
 
@@ -259,8 +259,9 @@ PyObject* py_entry(PyObject*, PyObject* arg) {
   uint64_t id = PyLong_AsUnsignedLongLong(arg);
   if (PyErr_Occurred()) return nullptr;
   std::lock_guard<std::mutex> g(g_intern_mu);
-  if (id < kFirstId || id - kFirstId >= g_entries.size()) Py_RETURN_NONE;
-  const Entry& e = g_entries[id - kFirstId];
+  uint64_t first = g_first_id.load(std::memory_order_relaxed);
+  if (id < first || id - first >= g_entries.size()) Py_RETURN_NONE;
+  const Entry& e = g_entries[id - first];
   if (e.link != 0)
     return Py_BuildValue("(sKKO)", "link", (unsigned long long)e.parent, (unsigned long long)e.link,
                          e.known ? Py_True : Py_False);

@@ -3,7 +3,7 @@
 // While a session with hook="torch" runs, one global RecordFunction callback pair
 // (scope FUNCTION only) is registered.  Each record opens a frame on its thread's
 // stack.  A frame resolves to (its parent's context, operator name)
-// interned into a context id of our own (kFirstId and up, named for the core
+// interned into a context id of our own (from FIRST_ID, the range the core reserved; named for the core
 // through this module); views, wrappers and re-dispatches resolve to their
 // parent's.  Where every running backend takes a context provider (capsule
 // "proton.native_context.v1", version 2), an operator's frame is named at its
@@ -40,7 +40,7 @@
 //   autograd_records.h/.cc  autograd's node records: sequence-number rings, backward calls, sweeps
 //   launch_provider.h/.cc   the provider a launch asks, the channels to the backends
 //   module_frames.h/.cc     nn.Module calls: hooks, the __call__ descriptor, module frames of ours
-//   core_scopes.h/.cc       what reads the core's Python objects (scope stack, setters, entries)
+//   core_scopes.h/.cc       the core's scopes through its scope engine (proton_core/scope_api.h)
 //   tracing.h/.cc           trace events and their drain
 //   timing.h/.cc            diagnostic timing (PROTON_TORCH_TIMING=1 builds)
 //   unobserved.h/.cc        operators that launch nothing, left unobserved
@@ -111,9 +111,11 @@ PyMethodDef kMethods[] = {
      "entry(id) -> ('name', parent, name, 'op'|'module'|'backward'|'name') | ('link', backward context, "
      "forward context, known) | None"},
     {"intern", py_intern, METH_VARARGS, "intern(parent, name) -> the id of that context"},
-    {"set_module_support", py_set_module_support, METH_VARARGS,
-     "set_module_support(activity, scope_stack_protocol, entries=None): what module_pre_hook/module_post_hook "
-     "use (entries: the core's context entries, launch_op_protocol()[5]: module frames of ours need them)"},
+    {"set_module_support", py_set_module_support, METH_NOARGS,
+     "set_module_support(): take the core's scope engine (its C API), which module_pre_hook/module_post_hook and "
+     "the module call wrapper open the core's scopes through"},
+    {"set_first_id", py_set_first_id, METH_O,
+     "set_first_id(first): our context ids start there (the range the core reserved for this plugin); FIRST_ID"},
     {"module_pre_hook", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(py_module_pre_hook)),
      METH_FASTCALL, "module_pre_hook(module, args): a global nn.Module forward pre hook"},
     {"module_post_hook", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(py_module_post_hook)),
@@ -147,13 +149,12 @@ PyModuleDef kModuleDef = {PyModuleDef_HEAD_INIT, "_C", "PyTorch operator context
 
 }  // namespace proton_torch
 
-using proton_torch::kFirstId;
 using proton_torch::kModuleDef;
 
 PyMODINIT_FUNC PyInit__C(void) {
   PyObject* m = PyModule_Create(&kModuleDef);
   if (m == nullptr) return nullptr;
-  if (PyModule_AddObject(m, "FIRST_ID", PyLong_FromUnsignedLongLong(kFirstId)) < 0 ||
+  if (PyModule_AddObject(m, "FIRST_ID", PyLong_FromUnsignedLongLong(proton_torch::g_first_id.load())) < 0 ||
       PyModule_AddStringConstant(m, "BUILT_FOR", PROTON_TORCH_BUILT_FOR) < 0) {
     Py_DECREF(m);
     return nullptr;

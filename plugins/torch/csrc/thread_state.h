@@ -32,7 +32,9 @@
 #pragma GCC visibility push(hidden)  // this library's own: no GOT
 namespace proton_torch {
 
-constexpr uint64_t kFirstId = uint64_t(1) << 41;  // our ids; the nvtx plugin's start at 2**40
+// The first of our context ids: the range the core reserved for this plugin (set_first_id, core_scopes.cc).
+extern std::atomic<uint64_t> g_first_id;
+
 constexpr size_t kMaxNameBytes = 1024;             // longer names (shapes) are cut
 constexpr int kMaxChannels = 8;
 constexpr size_t kCacheSlots = 1024;        // per-thread (parent, name) -> id cache
@@ -183,13 +185,6 @@ struct ModuleFrame {
   ModuleKind kind;
 };
 
-// (parent context, module name) -> the core's id of that scope (strong references, touched with the GIL held).
-struct ScopeSlot {
-  uint64_t parent;
-  PyObject* name;
-  PyObject* ctx;
-};
-
 // Whether a context id of the core's is a plain scope's (plain_context), remembered per thread.
 struct PlainSlot {
   uint64_t id;  // the id + 1; 0: empty
@@ -236,8 +231,6 @@ struct ThreadState {
   std::string buf;       // composed names (shapes)
   // nn.Module calls (GIL held). What they hold is left, not released, when the thread ends: no GIL there.
   std::vector<ModuleFrame> modules;
-  PyObject* core_dict = nullptr;         // the core's threading.local dict of this thread
-  std::unique_ptr<ScopeSlot[]> scopes;   // module scope ids
   PlainSlot plain[kPlainSlots] = {};     // plain_context's answers
 
   ~ThreadState();  // gives its ring back (autograd_records.cc)

@@ -18,12 +18,13 @@
  * Every function needs the GIL.  Context ids are unsigned 64-bit; 0 is the root (no scope).
  * Unless said otherwise a function returns 0 on success and -1 with a Python exception set.
  *
- * Headers: include this after <Python.h>.  proton_core.native_api.get_include() returns the folder
- * to add to the include path.
+ * Headers: this file includes <Python.h> (best first, as CPython asks).  proton_core.native_api.get_include()
+ * returns the folder to add to the include path.
  */
 #ifndef PROTON_CORE_SCOPE_API_H
 #define PROTON_CORE_SCOPE_API_H
 
+#include <Python.h>
 #include <stdint.h>
 
 #ifdef __cplusplus

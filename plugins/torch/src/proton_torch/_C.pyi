@@ -6,7 +6,7 @@ installed torch (import torch first). Keep in step with python_module.cc's ``kMe
 from typing import Any, Callable
 
 #: The first context id this extension interns (ids from here up are its operators, modules, backward).
-FIRST_ID: int
+FIRST_ID: int  # the first of our context ids: the range the core reserved (set_first_id)
 #: The torch version the extension was compiled for (it refuses, in one line, to load against another).
 BUILT_FOR: str
 
@@ -39,9 +39,12 @@ def entry(id: int, /) -> tuple[str, int, str, str] | tuple[str, int, int, bool] 
 def intern(parent: int, name: str, /) -> int:
     """The id of context ``name`` under ``parent``."""
 
-def set_module_support(activity: Any, protocol: tuple[Any, ...], entries: list[Any] | None = None, /) -> None:
-    """What module_pre_hook/module_post_hook use: the core's activity, its scope stack protocol (version 1)
-    and, for module frames of ours, the core's context entries."""
+def set_module_support() -> None:
+    """Take the core's scope engine (its C API), which the module hooks and the module call wrapper open the
+    core's scopes through; ImportError where the core was built without it."""
+
+def set_first_id(first: int, /) -> None:
+    """Our context ids start at ``first``, the range the core reserved for this plugin (FIRST_ID follows)."""
 
 def module_pre_hook(module: Any, args: tuple[Any, ...], /) -> None:
     """A global nn.Module forward pre hook."""

@@ -3,7 +3,7 @@
 ``proton_torch.hook`` calls :func:`start` when the first ``hook="torch"`` session
 starts (where a running backend offers a native context setter) and :func:`stop` when the last
 one ends. In between, the extension (``csrc/``) turns every operator and autograd node
-into a context id of its own, from ``FIRST_ID`` (2**41) up, which :func:`resolve` names for the
+into a context id of its own, from ``FIRST_ID`` (the range the core reserved for it) up, which :func:`resolve` names for the
 core when a profile is built.
 """
 
@@ -17,16 +17,13 @@ from proton_core.plugin_api import (
     ACTIVITY,
     add_scope_event,
     context_names,
-    launch_op_protocol,
-    native_context_setters,
     open_sessions,
-    register_context_ids,
     register_internal_path,
     register_settler,
-    scope_stack_protocol,
     unregister_settler,
     warn,
 )
+from proton_core.native_api import native_context_setters, reserve_context_ids
 
 from .native import NativeUnavailable, load  # noqa: F401  (re-exported for the hook)
 
@@ -136,7 +133,7 @@ def module_hooks():
     """(pre, post): the global nn.Module forward hooks of the native side (C functions), for
     ``register_module_forward_pre_hook`` and ``register_module_forward_hook(..., always_call=True)``."""
     native = load()
-    native.set_module_support(ACTIVITY, scope_stack_protocol(), launch_op_protocol()[5])
+    native.set_module_support()  # the core's scope engine: its C API
     return native.module_pre_hook, native.module_post_hook
 
 
@@ -242,7 +239,7 @@ def _when_dynamo_imported(callback) -> None:
 def start(shapes: bool = False) -> None:
     """Register the callbacks (``shapes``: input shapes in operator names)."""
     native = load()
-    register_context_ids(native.FIRST_ID, resolve)
+    native.set_first_id(reserve_context_ids("torch", resolve))
     native.set_channels(native_context_setters(), provide=providing_wanted())
     native.set_tracing(_tracing())
     native.enable(shapes=bool(shapes), observe_all=observe_all_wanted())
