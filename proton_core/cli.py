@@ -374,7 +374,7 @@ def instrument_program(name: str, kind: str, target: str, args: list[str]) -> in
 
 
 def profile_program(options: dict, kind: str, target: str, args: list[str]) -> int:
-    from .session import MANAGER
+    from .manager import MANAGER
 
     try:
         check_target(kind, target)

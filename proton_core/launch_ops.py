@@ -20,7 +20,8 @@ the general path (``open_op`` + ``add_numbers_here``).
 from __future__ import annotations
 
 from .context import OP, SETTLERS, THREAD, TREE, settle
-from .session import ACTIVITY, MANAGER
+from .activity import ACTIVITY
+from .manager import MANAGER
 
 #: (context id, caller's key) -> (generation, op context id, op name, counters)
 _OPS: dict = {}

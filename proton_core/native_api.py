@@ -45,7 +45,7 @@ def reserve_context_ids(owner: str, resolve) -> int:
 
 def native_context_setters() -> list:
     """Capsules (:data:`NATIVE_CONTEXT_CAPSULE`) of the running backends that offer one."""
-    from .session import MANAGER
+    from .manager import MANAGER
 
     with MANAGER.lock:
         return [c for c in (getattr(s.backend, "native_context", None) for s in MANAGER.running) if c is not None]

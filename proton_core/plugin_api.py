@@ -41,15 +41,17 @@ from __future__ import annotations
 from .backend import CAPTURED_AT, NODE_CAPTURED_AT, NODE_CONTEXT, NODE_FRAME, Backend, Batch, register_unavailable
 from .context import SETTLERS, THREAD, ContextSource, settle, capture_frames, internal_paths, is_internal, register_internal_path
 from .contexts.base import BaseContext
-from .data import Profile, Trace, Tree
-from .data.trace import KernelEvent, KernelSlice, ScopeEvent
-from .data.tree import Node as TreeNode
+from .model import Profile, Trace, Tree
+from .model.trace import KernelEvent, KernelSlice, ScopeEvent
+from .model.tree import Node as TreeNode
 from .errors import BackendUnavailable, PluginError, ProtonError
 from .launch_ops import open_counted_op
 from .log import warn
 from .plugins import hookimpl
 from .scope import CPU_TIME, close_op_unchecked, close_unchecked, enter_scope, exit_scope, open_op_unchecked, open_unchecked
-from .session import ACTIVITY, MANAGER, Session
+from .activity import ACTIVITY
+from .manager import MANAGER
+from .session_state import Session
 from .shared_install import SharedInstall
 from .native_api import NATIVE_CONTEXT_CAPSULE, native_context_setters, reserve_context_ids
 

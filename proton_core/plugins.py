@@ -178,8 +178,11 @@ class Plugins:
         return self.load().pm.hook
 
 
-def _entry_points() -> metadata.EntryPoints:
-    return metadata.entry_points().select(group=ENTRY_POINT_GROUP)
+def _entry_points() -> list:
+    """The plugins' entry points, from the one read of the installed distributions (entry_points.py)."""
+    from . import entry_points
+
+    return entry_points.select(ENTRY_POINT_GROUP)
 
 
 def _version(dist: str) -> str:

@@ -16,8 +16,8 @@ import time
 from .context import OP, ROOT_ID, SCOPE, SETTLERS, THREAD, TREE, settle
 from .errors import ProtonError
 from .metrics import parse_metrics, parse_name
-from .data.trace import ScopeEvent
-from .session import MANAGER
+from .manager import MANAGER
+from .model.trace import ScopeEvent
 
 CPU_TIME = parse_name("cpu_time (ns)(exc)", allow_reserved=True)
 _now_ns = time.monotonic_ns
@@ -339,7 +339,7 @@ def engine_objects(pure: bool) -> dict:
     ``pure``: every call goes to those functions (PROTON_PURE_PYTHON)."""
     from .context import OP
     from .launch_ops import _CLEARS, _OPS, open_counted_op
-    from .session import ACTIVITY
+    from .activity import ACTIVITY
 
     return {
         "thread": THREAD, "index": _INDEX, "child": TREE.child, "scope_kind": SCOPE, "op_kind": OP,

@@ -29,7 +29,7 @@ import pytest
 from ..context import reset_thread
 from ..formats.hatchet import read_document as load_profile
 from ..plugins import get_plugins
-from ..session import MANAGER
+from ..manager import MANAGER
 from .contract import BackendContract, Driver, chains
 from .native import NoCompiler, build_library, native_context_capsule
 from .settlers import PendingScope

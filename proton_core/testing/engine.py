@@ -24,6 +24,6 @@ def engine_counts() -> dict[str, int]:
 def add_setter(setter) -> None:
     """Have ``setter(context_id)`` called with every context published from now on (until the next session
     starts or ends, which sets the running backends' setters again): a test's recorder of published ids."""
-    from ..session import MANAGER
+    from ..manager import MANAGER
 
     MANAGER.setters = (*MANAGER.setters, setter)
