@@ -56,9 +56,9 @@ case "${1:-}" in
         echo "== round $r $side"
         $py -m benchmarks.launch_cost --profilers none,floor,ours-shadow --windows 8 --depth 0 > "$log-launch.log" 2>&1
         taskset -c 1-4 $py -m benchmarks.framework_overhead.triton_hook_overhead --repeats 9 > "$log-triton.log" 2>&1
-        $py -m benchmarks.nvtx_cost --backend cupti > "$log-nvtx.log" 2>&1
+        $py -m benchmarks.nvtx_cost --backend cupti --n 100000 --repeat 2 > "$log-nvtx.log" 2>&1
         $py -m benchmarks.run --out "$log-decoder" --workloads decoder --profilers none,floor,ours-torch/floor \
-          --rounds 1 --pairs 3 --budget 100 > "$log-decoder.log" 2>&1
+          --rounds 1 --pairs 3 --budget 70 > "$log-decoder.log" 2>&1
         tail -3 "$log-launch.log" "$log-triton.log" "$log-nvtx.log" 2>/dev/null | cut -c1-160
       done
     done
