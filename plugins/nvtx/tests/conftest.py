@@ -35,9 +35,3 @@ def client(tmp_path_factory):
                                       ctypes.c_uint64]
     assert lib.client_init() == 1, "the injection library did not attach (NVTX_INJECTION64_PATH?)"
     return lib
-
-
-def run_thread(lib, names, iterations=1, extra_pops=0, start_ctx=0):
-    """Push ``names`` nested, ``iterations`` times, on a pthread that never holds the GIL."""
-    arr = (ctypes.c_char_p * len(names))(*[n.encode() for n in names])
-    assert lib.client_run_thread(arr, len(names), iterations, extra_pops, start_ctx) == 0

@@ -7,7 +7,7 @@ import pytest
 import proton_core as proton
 from proton_core.testing import child, gpu_missing_reason, load_profile
 
-from conftest import run_thread
+from nvtxtest import run_thread
 
 pytestmark = [
     pytest.mark.gpu,

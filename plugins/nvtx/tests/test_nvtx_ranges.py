@@ -15,7 +15,7 @@ import proton_core as proton
 from proton_core.plugin_api import context_names, innermost_scope, register_settler, unregister_settler
 from proton_core.testing import PendingScope, child, load_profile
 
-from conftest import run_thread
+from nvtxtest import run_thread
 
 nvtx = pytest.importorskip("nvtx")
 from proton_nvtx import _inject  # noqa: E402
