@@ -4,8 +4,8 @@
 
 Measures, one value per round and side:
 
-* ``launch`` -- ns per torch launch under ours (shadow context) minus the floor's, same process, same windows
-  (launch_cost.py's "torch depth 0" row);
+* ``launch`` -- ns per torch launch that ours (shadow context) and the bare-CUPTI floor add to the unprofiled
+  loop, same process, same windows (launch_cost.py's "torch depth 0" row);
 * ``triton`` -- us per launch of the native Triton hooks, kernel with launch_metadata, above the bare hook
   (triton_hook_overhead.py's "with metadata, above the bare hook" line), and the same without metadata;
 * ``nvtx`` -- ns of Proton's own per NVTX push+pop, from Python and from a native thread (nvtx_cost.py);
@@ -32,9 +32,9 @@ SIDES = ("before", "after")
 def _launch(path):
     for line in open(path, encoding="utf-8", errors="replace"):
         if line.startswith("torch depth 0"):
-            nums = [float(x) for x in re.findall(r"(-?\d+(?:\.\d+)?) \(", line)]
-            if len(nums) >= 3:  # none, floor, ours-shadow
-                return {"launch: ours - floor (ns)": nums[2] - nums[1]}
+            added = [float(x) for x in re.findall(r"\(\s*([+-]\d+)\)", line)]  # over none: none, floor, ours-shadow
+            if len(added) >= 3:
+                return {"launch: ours over unprofiled (ns)": added[2], "launch: floor over unprofiled (ns)": added[1]}
     return {}
 
 

@@ -334,10 +334,11 @@ def test_ab_summary_reads_each_measure_and_pairs_rounds(tmp_path):
             (d / "bench.json").write_text(json.dumps({"runs": [
                 {"workload": "decoder", "profiler": "ours-torch/floor", "paired_ratios": [1 + ns / 1000] * 3}]}))
     found = ab_summary.collect(str(tmp_path))
-    assert found["launch: ours - floor (ns)"]["after"] == {0: 90.0, 1: 180.0, 2: 135.0}
+    assert found["launch: ours over unprofiled (ns)"]["after"] == {0: 190.0, 1: 280.0, 2: 235.0}
+    assert found["launch: floor over unprofiled (ns)"]["before"] == {0: 100.0, 1: 100.0, 2: 100.0}
     assert found["triton: native hook, w/o metadata (us)"]["before"][2] == 0.05
     assert found["nvtx: push+pop from Python (ns)"]["before"][1] == 200.0
     assert found["decoder: hook=torch / floor"]["after"][0] == 1.09
     rows = ab_summary.table(found).splitlines()
-    launch = next(r for r in rows if r.startswith("| launch"))
-    assert "| 0.900 [0.900-0.900] |" in launch  # every round's after/before is 0.9, whatever the round's level
+    nvtx = next(r for r in rows if r.startswith("| nvtx: push+pop from Python"))
+    assert "| 0.900 [0.900-0.900] |" in nvtx  # every round's after/before is 0.9, whatever the round's level
