@@ -15,7 +15,7 @@ native counters it prints, as scripts/install.sh builds it).  Every variant runs
   at three intervals each, and upstream's pcsampling (triton.profiler) when it is installed;
 * soak: RSS and the store's sizes over 200 000 launches of continuous sampling (memory stays bounded).
 
-Figures go to docs/decisions.md ("PC sampling: collection mode and attribution (issue 19)").
+Figures go to docs/performance.md (instruction sampling); the design: docs/decisions/0054-pc-sampling-continuous-collection-by-default.md.
 """
 
 from __future__ import annotations

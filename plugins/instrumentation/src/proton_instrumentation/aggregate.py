@@ -13,7 +13,7 @@ Metrics per path (all sums, so the core may add them across launches and flushes
 (summed durations), ``scope_calls`` (intervals; ``count`` is reserved), ``warps`` (distinct units:
 (cta, warp), (cta, group) or cta), ``scope_time (ns)`` (cycles at the rated SM clock, in kHz).
 All are of kind ``(exc)``: a scope's measured cycles already include those of the scopes nested in
-it, so readers must not add children into parents (docs/decisions.md).
+it, so readers must not add children into parents (docs/decisions/0063-instrumented-scope-metrics-exclusive.md).
 The average cycles per warp is not summable: :func:`scope_stats` gives it, the viewer derives it
 (``normalized_cycles``).
 

@@ -223,7 +223,7 @@ class ModuleCallPatch:
 
     Any global module hook sends every module call down torch's general ``_call_impl`` path,
     which costs far more than the hooks themselves (an empty Python hook pair made a ``Linear``
-    call 17 -> 31 us on CPU; see docs/decisions.md); a wrapper around the call keeps torch on its
+    call 17 -> 31 us on CPU; see docs/decisions/0049-module-paths-from-a-wrapper-of-module-call.md); a wrapper around the call keeps torch on its
     fast path for a Python call and our two hook calls.  ``post`` runs in ``finally``, as an
     ``always_call`` hook would, and only after its ``pre`` ran.  While torch.compile traces, the
     wrapper is the original call (``compiling()`` is a constant there), so nothing of ours enters
