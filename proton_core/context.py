@@ -55,6 +55,10 @@ class ContextTree:
         self.register_foreign(first, resolve)
         return first
 
+    def entry(self, context_id: int) -> tuple[int, str, str]:
+        """(parent id, kind, name) of an id: the core's own, else the plugin's that interned it."""
+        return self._entry(context_id)
+
     def _entry(self, context_id: int) -> tuple[int, str, str]:
         """(parent, kind, name) of an id: the core's own, else the plugin's that interned it."""
         if context_id < len(self._entries):
@@ -80,8 +84,12 @@ class ContextTree:
                 self._index[key] = found
         return found
 
+    #: Paths up to this long are kept once computed; deeper ones are walked again when asked (a cache of every
+    #: path of a deep nest would hold depth**2 / 2 elements: 100 000 nested scopes, 5e9).
+    CACHED_DEPTH = 64
+
     def path(self, context_id: int) -> list[tuple[str, str]]:
-        """The (kind, name) elements from the outermost to ``context_id`` (cached: ids never change)."""
+        """The (kind, name) elements from the outermost to ``context_id`` (short ones cached: ids never change)."""
         start = context_id
         cached = self._paths.get(context_id)
         if cached is not None:
@@ -92,7 +100,8 @@ class ContextTree:
             out.append((kind, name))
             context_id = parent
         out.reverse()
-        self._paths[start] = tuple(out)
+        if len(out) <= self.CACHED_DEPTH:
+            self._paths[start] = tuple(out)
         return out
 
 

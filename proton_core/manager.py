@@ -359,7 +359,7 @@ class Manager:
 
     def add_metrics_here(self, parsed) -> None:
         for session in self.active:
-            session.add_metrics(session.base.here(), parsed)
+            session.add_metrics_here(parsed)
 
     def add_numbers_here(self, numbers) -> None:
         """``add_metrics_here`` for checked ``[(MetricName, int | float)]``, at least cost."""

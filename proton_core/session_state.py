@@ -10,7 +10,7 @@ from __future__ import annotations
 from . import log
 from .activity import ACTIVITY
 from .backend import NODE_CAPTURED_AT, NODE_CONTEXT, NODE_FRAME, CAPTURED_AT
-from .context import OP, THREAD
+from .context import OP, ROOT_ID, THREAD, TREE
 from .contexts.base import CAPTURED
 from .model import Profile, Trace
 from .model.trace import KernelEvent, KernelSlice
@@ -182,11 +182,42 @@ class Session:
             self._merge_at(THREAD.current, numbers)
 
     def _merge_at(self, ctx: int, numbers) -> None:
+        merge_metrics(self.node_at(ctx), numbers)
+
+    def node_at(self, ctx: int):
+        """The tree node of context ``ctx`` in the current phase.  Where the base spells a context as its
+        parent's path plus its own name (``incremental``), a new context's node is one step below its
+        parent's, found from the nearest known ancestor: a path of any depth costs one step per new context."""
         tree = self.profile.tree
-        node = tree.context_nodes.get(ctx)
-        if node is None:
-            node = tree.context_nodes[ctx] = tree.node(tuple(name for _, name in self.base.spell_context(ctx)))
-        merge_metrics(node, numbers)
+        nodes = tree.context_nodes
+        node = nodes.get(ctx)
+        if node is not None:
+            return node
+        if not self.base.incremental:
+            node = nodes[ctx] = tree.node(tuple(name for _, name in self.base.spell_context(ctx)))
+            return node
+        chain = []
+        while ctx != ROOT_ID and ctx not in nodes:
+            parent, _, name = TREE.entry(ctx)
+            chain.append((ctx, name))
+            ctx = parent
+        node = tree.root if ctx == ROOT_ID else nodes[ctx]
+        for known, name in reversed(chain):
+            node = nodes[known] = node.child(name)
+        return node
+
+    def add_metrics_here(self, parsed) -> None:
+        """``add_metrics`` at the calling thread's context (tensor values are read at finalize, by path)."""
+        if not self.base.incremental:
+            self.add_metrics(self.base.here(), parsed)
+            return
+        numbers = [(name, value) for name, value in parsed if isinstance(value, (int, float))]
+        if len(numbers) != len(parsed):
+            path = tuple(name for _, name in self.base.here())
+            self.pending.extend((self.phases.current, path, name, value) for name, value in parsed
+                                if not isinstance(value, (int, float)))
+        if numbers:
+            merge_metrics(self.node_at(THREAD.current), numbers)
 
     def settle(self) -> None:
         """Multiply the counted per-launch numbers into the current phase (manager lock held)."""

@@ -13,6 +13,10 @@ FRAME, CAPTURED = "frame", "captured_at"
 
 
 class BaseContext(ContextSource):
+    #: Whether a context's spelling is its parent context's plus its own name (one element per id): then a
+    #: session finds the node of a new context one step below its parent's, whatever the depth.
+    incremental = False
+
     def spell_context(self, context_id: int) -> list[tuple[str, str]]:
         """Elements for a backend's NODE_CONTEXT node."""
         raise NotImplementedError

@@ -9,6 +9,7 @@ from .base import BaseContext
 
 class ShadowContext(BaseContext):
     name = "shadow"
+    incremental = True  # spell_context(id) is TREE.path(id): the parent's path and the id's own element
 
     def spell_context(self, context_id):
         return TREE.path(context_id)
