@@ -57,15 +57,35 @@ def write_profile(profile, fmt: str, name: str, plugins, session_id: int) -> str
     return path
 
 
-def write_parts(session, fmt: str, name: str, plugins, everything: bool = False) -> list[str]:
-    """Write complete phases (all kept ones with ``everything``) to ``<name>.part_<N>`` and free them."""
+def write_parts(session, fmt: str, name: str, plugins, everything: bool = False, fallback: bool = False) -> list[str]:
+    """Write complete phases (all kept ones with ``everything``) to ``<name>.part_<N>`` and free them.
+
+    A part that cannot be written stays kept, with every later one (so parts are written in order),
+    for the next poll (:class:`proton_core.periodic.Backlog`); with ``everything`` (finalize) it goes
+    to the temporary directory instead, and one line says where."""
+    from . import log
+
     phases = session.phases
     numbers = sorted(phases.profiles) if everything else phases.complete_phases()
+    backlog = session.writer.backlog if session.writer is not None else periodic.Backlog()
     for number in numbers:
+        if number not in phases.profiles:  # dropped by the backlog's cap
+            continue
         profile = phases.profiles[number]
         empty = not profile.tree.root.children and not profile.tree.root.metrics
         if not empty or (everything and number == numbers[-1] and not session.parts):  # a run leaves a file
-            path = write_profile(profile, fmt, periodic.part_name(name, number), plugins, session.id)
+            backlog.stamp(profile)
+            part = periodic.part_name(name, number)
+            try:
+                path = write_profile(profile, fmt, part, plugins, session.id)
+            except (ProtonError, OSError) as exc:
+                if not everything:
+                    backlog.failed(session, number, part, exc)
+                    break
+                path = write_profile(profile, fmt, backlog.fallback_name(name, number), plugins, session.id)
+                log.warn(f"cannot write part {part} of session {session.id} ({periodic.reason(exc)}); "
+                         f"wrote it to {path} instead")
+            backlog.written(session, number, path)
             session.parts.append(path)
         phases.clear(number)
     return list(session.parts) if everything else []
