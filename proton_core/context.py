@@ -121,10 +121,25 @@ def settle() -> None:
         settler()
 
 
+#: thread ident -> that thread's ThreadContext attributes (its dict), for repairs made from another thread
+#: (a scope exited on a thread it was not entered on: unbalanced.exited_elsewhere).
+_STATES: dict[int, dict] = {}
+
+
+def thread_states() -> list[dict]:
+    """The attribute dicts of the threads that used scopes and still run."""
+    return list(_STATES.values())
+
+
 class ThreadContext(threading.local):
     """One thread's annotations: the scope stack, its state and its op."""
 
     def __init__(self) -> None:
+        if len(_STATES) >= 64:  # forget threads that ended
+            alive = {t.ident for t in threading.enumerate()}
+            for ident in [i for i in _STATES if i not in alive]:
+                _STATES.pop(ident, None)
+        _STATES[threading.get_ident()] = self.__dict__
         self.stack: list[tuple[int, str, int]] = []  # (context id, scope name, monotonic start ns)
         self.state: str | None = None
         self.op: str | None = None

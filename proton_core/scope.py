@@ -14,6 +14,7 @@ import threading
 import time
 
 from .context import OP, ROOT_ID, SCOPE, SETTLERS, THREAD, TREE, settle
+from . import unbalanced
 from .errors import ProtonError
 from .metrics import parse_metrics, parse_name
 from .manager import MANAGER
@@ -146,29 +147,50 @@ def close_op_unchecked() -> None:
         setter(ctx)
 
 
-def _mismatch(name: str, top: str):
-    raise ProtonError(
-        f"exit_scope({name!r}) does not match the innermost open scope {top!r}: exit scopes in reverse order"
-    )
+def _mismatch(name: str, top: str) -> int:
+    """An exit that does not match the innermost scope: an error in strict mode; else the scopes opened inside
+    ``name`` are closed with it (or, ``name`` not open here, nothing is), counted and said once per call site.
+    Returns the closed scope's id, or -1."""
+    return _pop(None) if _unwind_above(name, top) else -1
 
 
-def _take_entry(obj) -> tuple:
-    """Remove and return ``obj``'s latest entry in this thread's ``opened`` list."""
+def _unwind_above(name: str, top: str) -> bool:
+    """Close the scopes opened inside this thread's innermost scope ``name`` (see _mismatch); False: ``name`` is
+    not open on this thread and nothing was closed."""
+    if unbalanced.strict():
+        raise ProtonError(
+            f"exit_scope({name!r}) does not match the innermost open scope {top!r}: exit scopes in reverse order"
+        )
+    stack = THREAD.stack
+    at = next((i for i in range(len(stack) - 1, -1, -1) if stack[i][1] == name), None)
+    if at is None:
+        unbalanced.report(f"scope {name!r} exited but not open on this thread (innermost: {top!r}); ignored")
+        return False
+    unbalanced.report(f"scope {name!r} exited with {len(stack) - 1 - at} scope(s) opened inside it still open "
+                      f"(innermost: {top!r}); closed them with it")
+    while len(stack) > at + 1:
+        _pop(None)
+    return True
+
+
+def _take_entry(obj):
+    """Remove and return ``obj``'s latest entry in this thread's ``opened`` list; None: it has none here."""
     opened = THREAD.opened
-    entry = opened.pop()
-    if entry[0] is not obj:  # interleaved generators: find this object's own entry
-        opened.append(entry)
-        entry = opened.pop(max(i for i, e in enumerate(opened) if e[0] is obj))
-    return entry
+    if opened and opened[-1][0] is obj:
+        return opened.pop()
+    for i in range(len(opened) - 1, -1, -1):  # interleaved generators: this object's own entry
+        if opened[i][0] is obj:
+            return opened.pop(i)
+    return None
 
 
 def _pop(name: str | None) -> int:
-    """Close the innermost scope of this thread; ``name``, if given, must be its name."""
+    """Close the innermost scope of this thread; ``name``, if given, should be its name (see _mismatch)."""
     t = THREAD.__dict__
     stack = t["stack"]
     ctx, top, start = stack[-1]
     if name is not None and name != top:
-        _mismatch(name, top)
+        return _mismatch(name, top)
     if MANAGER.tracing:
         _record_trace(top, start)
     stack.pop()
@@ -206,10 +228,12 @@ def _exit_scope(name: str | None = None, *, triton_op: bool = False, metrics=Non
         return -1
     if not t.stack:
         if MANAGER.active:
-            raise ProtonError(f"exit_scope({name!r}) has no open scope on this thread: call enter_scope first")
+            if unbalanced.strict():
+                raise ProtonError(f"exit_scope({name!r}) has no open scope on this thread: call enter_scope first")
+            unbalanced.report(f"exit_scope({name!r}) with no scope open on this thread; ignored")
         return -1
-    if name is not None and name != t.stack[-1][1]:
-        _mismatch(name, t.stack[-1][1])  # before any metric lands
+    if name is not None and name != t.stack[-1][1] and not _unwind_above(name, t.stack[-1][1]):
+        return -1  # not open here: no metric lands
     if parsed and MANAGER.active:
         MANAGER.add_metrics_here(parsed)
     return _pop(None)  # name checked above
@@ -251,7 +275,11 @@ def _enter(self):
 
 def _exit(self, *exc) -> None:
     """``scope.__exit__`` in Python."""
-    _, pushed, start = _take_entry(self)
+    entry = _take_entry(self)
+    if entry is None:  # entered on another thread
+        unbalanced.exited_elsewhere(self)
+        return
+    _, pushed, start = entry
     if not pushed or not THREAD.stack:
         return
     if self.cpu_timed and MANAGER.active:
@@ -398,7 +426,11 @@ class state:
 
     def __exit__(self, *exc) -> None:
         t = THREAD
-        t.state = _take_entry(self)[1]
+        entry = _take_entry(self)
+        if entry is None:  # entered on another thread: that thread keeps its state
+            unbalanced.exited_elsewhere(self)
+            return
+        t.state = entry[1]
         ctx = t.recompute()
         if MANAGER.active:
             MANAGER.notify_context(ctx)

@@ -118,7 +118,9 @@ def test_mode_is_passed_when_the_backend_supports_it(tmp_path):
     proton.finalize()
 
 
-def test_enter_exit_scope_and_mismatch(tmp_path, fake):
+def test_enter_exit_scope_and_mismatch_in_strict_mode(tmp_path, fake, monkeypatch):
+    """PROTON_STRICT_SCOPES=1 keeps a bookkeeping error an error (tests/test_unbalanced_scopes.py: the default)."""
+    monkeypatch.setenv("PROTON_STRICT_SCOPES", "1")
     proton.start(str(tmp_path / "p"), backend="fake")
     proton.enter_scope("a")
     proton.enter_scope("b")
