@@ -4,6 +4,7 @@
 #   git archive -o .ab/base.tar <base commit>                       # here, once (.ab/ is git-ignored)
 #   bash scripts/ab_bench.sh install .ab/base.tar                   # there: two fresh venvs
 #   bash scripts/ab_bench.sh measure [rounds]                       # there, on the same machine: measure
+#   AB_MEASURES="launch nvtx" ...; PROTON_TORCH_NO_EXTENSION=1 at install skips building the torch observer
 #
 # "after" is this checkout, "before" the tree in the tarball; each is installed into a fresh venv that sees
 # the machine's packages (torch, triton, the build tools) through a .pth line.  The harness (benchmarks/ of
@@ -15,6 +16,8 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/ab_out}
+# Which measures a round takes (a subset saves device time; "decoder" needs the torch plugin's extension).
+MEASURES=${AB_MEASURES:-launch triton nvtx decoder}
 WORK=${PROTON_AB_DIR:-/tmp/proton_ab}
 mkdir -p "$OUT/ab"
 
@@ -54,11 +57,15 @@ case "${1:-}" in
         py="$WORK/venv-$side/bin/python"
         log="$OUT/ab/r$r-$side"
         echo "== round $r $side"
-        $py -m benchmarks.launch_cost --profilers none,floor,ours-shadow --windows 8 --depth 0 > "$log-launch.log" 2>&1
-        taskset -c 1-4 $py -m benchmarks.framework_overhead.triton_hook_overhead --repeats 9 > "$log-triton.log" 2>&1
-        $py -m benchmarks.nvtx_cost --backend cupti --n 100000 --repeat 2 > "$log-nvtx.log" 2>&1
-        $py -m benchmarks.run --out "$log-decoder" --workloads decoder --profilers none,floor,ours-torch/floor \
-          --rounds 1 --pairs 3 --budget 70 > "$log-decoder.log" 2>&1
+        case " $MEASURES " in *" launch "*)
+          $py -m benchmarks.launch_cost --profilers none,floor,ours-shadow --windows 8 --depth 0 > "$log-launch.log" 2>&1 ;; esac
+        case " $MEASURES " in *" triton "*)
+          taskset -c 1-4 $py -m benchmarks.framework_overhead.triton_hook_overhead --repeats 9 > "$log-triton.log" 2>&1 ;; esac
+        case " $MEASURES " in *" nvtx "*)
+          $py -m benchmarks.nvtx_cost --backend cupti --n 100000 --repeat 2 > "$log-nvtx.log" 2>&1 ;; esac
+        case " $MEASURES " in *" decoder "*)
+          $py -m benchmarks.run --out "$log-decoder" --workloads decoder --profilers none,floor,ours-torch/floor \
+            --rounds 1 --pairs 3 --budget 70 > "$log-decoder.log" 2>&1 ;; esac
         tail -3 "$log-launch.log" "$log-triton.log" "$log-nvtx.log" 2>/dev/null | cut -c1-160
       done
     done
