@@ -40,7 +40,7 @@ __all__ = [
     "SyntheticBackend", "SyntheticDriver", "BackendContract", "Driver", "chains", "use_synthetic_backend", "reset",
     "open_session_ids", "get_plugins", "gpu_missing_reason", "load_profile", "child",
     "NoCompiler", "build_library", "native_context_capsule", "run_threads", "PendingScope",
-    "launch_op_cache", "engine_counts", "add_setter",
+    "launch_op_cache", "engine_counts", "add_setter", "child_names", "find_all",
 ]
 
 
@@ -60,6 +60,22 @@ def child(literal: dict, *names: str) -> dict:
                          f"{[c['frame']['name'] for c in literal['children']]}")
         literal = matches[0]
     return literal
+
+
+def child_names(literal: dict) -> list[str]:
+    """The names of a hatchet literal node's children, in file order."""
+    return [c["frame"]["name"] for c in literal["children"]]
+
+
+def find_all(literal: dict, predicate, prefix=()) -> list:
+    """Every (path of names, node) below a hatchet literal node whose name satisfies ``predicate``."""
+    out = []
+    for node in literal["children"]:
+        path = prefix + (node["frame"]["name"],)
+        if predicate(node["frame"]["name"]):
+            out.append((path, node))
+        out.extend(find_all(node, predicate, path))
+    return out
 
 
 def run_threads(target, count: int) -> None:

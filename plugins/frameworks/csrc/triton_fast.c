@@ -60,29 +60,11 @@ static int reserved_superset(PyObject *data) {
     return t;
 }
 
-/* tuple(data.items()): a new reference, or NULL with the exception. */
+/* tuple(data.items()) (the slow path's key; the core builds its own on the cached step): a new reference. */
 static PyObject *items_of(PyObject *data) {
-    if (PyDict_CheckExact(data)) {
-        Py_ssize_t n = PyDict_GET_SIZE(data);
-        PyObject *out = PyTuple_New(n);
-        if (out == NULL || n == 0) return out;
-        Py_ssize_t pos = 0, i = 0;
-        PyObject *key, *value;
-        /* No Python code runs while walking: the dict cannot change under us. */
-        while (i < n && PyDict_Next(data, &pos, &key, &value)) {
-            PyObject *pair = PyTuple_Pack(2, key, value);
-            if (pair == NULL) {
-                Py_DECREF(out);
-                return NULL;
-            }
-            PyTuple_SET_ITEM(out, i++, pair);
-        }
-        return out;
-    }
-    PyObject *view = PyObject_CallMethodNoArgs(data, g.s_items);
-    if (view == NULL) return NULL;
-    PyObject *out = PySequence_Tuple(view);
-    Py_DECREF(view);
+    PyObject *view = PyDict_CheckExact(data) ? PyDict_Items(data) : PyObject_CallMethodNoArgs(data, g.s_items);
+    PyObject *out = view != NULL ? PySequence_Tuple(view) : NULL;
+    Py_XDECREF(view);
     return out;
 }
 
