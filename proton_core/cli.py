@@ -373,6 +373,33 @@ def instrument_program(name: str, kind: str, target: str, args: list[str]) -> in
     return execute(kind, target, args, launcher_path0())
 
 
+def output_name(options: dict) -> str:
+    """The profile's name, absolute: the file goes where the command was run even if the program changes directory."""
+    from . import config
+
+    name = options.get("name") or config.project_defaults().get("name") or "proton"
+    return os.path.abspath(name) if isinstance(name, str) else name
+
+
+def write_at_end(status: int) -> int:
+    """Write the CLI's session after the program; the program's status is kept, a second Ctrl-C is one line."""
+    from .manager import MANAGER
+
+    try:
+        paths = MANAGER.finalize(fallback=True)
+    except KeyboardInterrupt:
+        MANAGER.reset()  # nothing more to write at exit
+        print("proton: interrupted while writing the profile: it was not written", file=sys.stderr)
+        return status or 130
+    except ProtonError as exc:
+        MANAGER.reset()
+        print(f"proton: {str(exc).splitlines()[0]}", file=sys.stderr)
+        return status or 2
+    for path in paths:
+        print(f"proton: profile written to {os.path.abspath(path)}", file=sys.stderr)
+    return status
+
+
 def profile_program(options: dict, kind: str, target: str, args: list[str]) -> int:
     from .manager import MANAGER
 
@@ -381,7 +408,7 @@ def profile_program(options: dict, kind: str, target: str, args: list[str]) -> i
     except UsageError as exc:
         raise UsageError(f"{exc}{mode_hint(options)}") from None
     own_path0 = launcher_path0()
-    MANAGER.start(options.get("name"), context=options.get("context", "shadow"), data=options.get("data", "tree"),
+    MANAGER.start(output_name(options), context=options.get("context", "shadow"), data=options.get("data", "tree"),
                   backend=options.get("backend"), mode=options.get("mode"), hook=options.get("hook"),
                   output_format=options.get("output_format"))
     MANAGER.cli_owned = True
@@ -391,17 +418,11 @@ def profile_program(options: dict, kind: str, target: str, args: list[str]) -> i
     except UsageError:  # the module was not found: write nothing
         MANAGER.reset()
         raise
+    except KeyboardInterrupt:  # Ctrl-C between the program's end and the write
+        status = 130
     finally:
         MANAGER.cli_owned = False
-        try:
-            paths = MANAGER.finalize()
-        except ProtonError as exc:
-            print(f"proton: {exc}", file=sys.stderr)
-            status = status or 2
-        else:
-            for path in paths:
-                print(f"proton: profile written to {path}", file=sys.stderr)
-    return status
+    return write_at_end(status)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -26,7 +26,7 @@ import os
 import signal
 import threading
 
-from . import log
+from . import destinations, log
 
 SIGNALS = ("SIGTERM", "SIGHUP")
 ENV_VAR = "PROTON_FLUSH_AT_EXIT"
@@ -67,17 +67,28 @@ def install(manager) -> None:
 
 
 def write_open_sessions(why: str) -> list[str]:
-    """Write every open session of this process; never raises (the program is ending)."""
+    """Write every open session of this process; never raises (the program is ending).
+
+    A path that fails now goes to the temporary directory (no later call can retry); under the
+    CLI the messages say nothing of ``finalize()``, which a CLI user never calls.
+    """
     manager = _manager
     if manager is None or os.getpid() != _owner_pid or not manager.sessions:
         return []
+    cli = manager.cli_owned
     try:
-        paths = manager.finalize(None)
+        paths = manager.finalize(None, fallback=True)
+    except KeyboardInterrupt:
+        log.warn(f"interrupted while writing the profile at exit ({why}): it was not written")
+        return []
     except Exception as exc:  # a profile that cannot be written is reported, never a second crash
         log.warn(f"could not write the profile at exit ({why}): {str(exc).splitlines()[0] if str(exc) else exc!r}")
         return []
     for path in paths:
-        log.warn(f"profile written to {path} at exit ({why}; finalize() was not called)")
+        if cli:
+            log.warn(f"profile written to {os.path.abspath(path)} ({why})")
+        else:
+            log.warn(f"profile written to {path} at exit ({why}; finalize() was not called)")
     return paths
 
 
@@ -92,4 +103,5 @@ def _on_signal(signum, frame) -> None:
         previous(signum, frame)
         return
     signal.signal(signum, signal.SIG_DFL)  # die as the signal would have killed us: same exit status
+    destinations.release_claims()  # exit handlers will not run
     os.kill(os.getpid(), signum)

@@ -13,13 +13,13 @@ import os
 import threading
 import time
 
-from . import log, periodic, routing
+from . import destinations, log, periodic, routing
 from .activity import ACTIVITY
 from .backend import context_setter
 from .context import THREAD
 from .errors import BackendUnavailable, ProtonError
 from .model import Profile
-from .output import DEFAULT_FORMAT, check_format, write, write_parts
+from .output import DEFAULT_FORMAT, check_format, output_path, write, write_parts
 from .plugins import get_plugins
 from .routing import BackendState
 from .session_state import Session
@@ -44,6 +44,8 @@ class Manager:
         #: The active sessions that record scope events (data="trace").
         self.tracing: tuple[Session, ...] = ()
         self.cli_owned = False  # under `proton script.py`: user start/finalize are ignored
+        #: session id -> the name its start() asked for (its ``name`` may be numbered: destinations.claim)
+        self.asked: dict[int, str] = {}
         self._warned_host = False
 
     # ------------------------------------------------------------- lookups ----
@@ -77,6 +79,8 @@ class Manager:
             raise ProtonError(f"nvtx must be True or False, not {nvtx!r}")
         output_format = output_format or defaults.get("output_format") or DEFAULT_FORMAT[data]
         check_format(output_format, data)
+        extension = plugins.sinks.get(output_format).extension
+        destinations.check(output_path(name, extension))  # before anything runs: a bad path fails here, in one line
         layers = []
         for hook_name in split_names(hook):
             reg = plugins.contexts.get(hook_name)
@@ -97,6 +101,8 @@ class Manager:
                 same.active = True
                 self._refresh()
                 return same.id
+            # never over a file this job wrote or writes: this session may get a numbered name
+            asked, name = name, destinations.claim(name, extension, continuing=resume is not None)
         base = base_reg.factory()  # before the backend starts: a source that cannot load leaves nothing running
         layer_objs = [(n, reg.factory()) for n, reg in layers]
         backend_mode, periodic_options = periodic.split_mode(mode)
@@ -107,6 +113,7 @@ class Manager:
             sid = self.next_id
             self.next_id += 1
             session = Session(sid, name, context, base, data, state, mode, layer_objs, output_format)
+            self.asked[sid] = asked
             session.nvtx = nvtx
             if resume is not None and resume.data == data:
                 session.profile = resume
@@ -124,6 +131,7 @@ class Manager:
                 session.layers = [(n, l) for n, l in layer_objs if l in installed]
                 self._close([session], plugins)
                 del self.sessions[sid]
+                self.asked.pop(sid, None)
                 self._refresh()
                 raise
         if periodic_options is not None:
@@ -136,7 +144,8 @@ class Manager:
     def _open_with_path(self, name: str):
         """The open session whose output is ``name`` (same file), if any."""
         path = os.path.abspath(name)
-        return next((s for s in self.sessions.values() if not s.closed and os.path.abspath(s.name) == path), None)
+        return next((s for s in self.sessions.values() if not s.closed
+                     and path in (os.path.abspath(s.name), os.path.abspath(self.asked.get(s.id, s.name)))), None)
 
     def _backend(self, requested, mode) -> BackendState:
         from . import config
@@ -278,7 +287,9 @@ class Manager:
             self._refresh()
 
     # ------------------------------------------------------------ finalize ----
-    def finalize(self, session_id=None, output_format=None, name=None) -> list[str]:
+    def finalize(self, session_id=None, output_format=None, name=None, fallback=False) -> list[str]:
+        """Write and close sessions; ``fallback`` (at exit, under the CLI) writes to the temporary
+        directory where the path fails, since no later call can retry."""
         plugins = get_plugins()
         for session in self.get(session_id):
             if session.writer is not None:
@@ -296,14 +307,16 @@ class Manager:
                 fmt = output_format or session.output_format
                 try:
                     if session.writer is not None:
-                        paths = write_parts(session, fmt, name or session.name, plugins, everything=True)
+                        paths = write_parts(session, fmt, name or session.name, plugins, everything=True,
+                                            fallback=fallback)
                     else:
-                        paths = [write(session, fmt, name or session.name, plugins)]
+                        paths = [write(session, fmt, name or session.name, plugins, fallback)]
                 except ProtonError as exc:
                     errors.append(str(exc))
                     continue
                 written += paths
                 del self.sessions[session.id]
+                self.asked.pop(session.id, None)
                 plugins.hook.proton_session_finalized(session=session, paths=paths)
             self._refresh()
         if errors:
@@ -314,6 +327,7 @@ class Manager:
         """In a forked child: drop the parent's sessions, so the child never writes or flushes them."""
         self.lock = threading.RLock()  # another parent thread may have held it at the fork
         self.sessions.clear()
+        self.asked.clear()
         self.backends.clear()
         self.cli_owned = False
         self._refresh()
@@ -325,6 +339,7 @@ class Manager:
             self._warned_host = False
             self._close(list(self.sessions.values()), get_plugins())
             self.sessions.clear()
+            self.asked.clear()
             self._refresh()
 
     def _close(self, sessions, plugins) -> None:

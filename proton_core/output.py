@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 
-from . import periodic
+from . import destinations, log, periodic
 from .errors import ProtonError
 from .plugins import get_plugins
 
@@ -29,32 +29,63 @@ def output_path(name: str, extension: str) -> str:
     return name if name.endswith("." + extension) else f"{name}.{extension}"
 
 
-def write(session, fmt: str, name: str, plugins) -> str:
-    return write_profile(session.profile, fmt, name, plugins, session.id)
+def write(session, fmt: str, name: str, plugins, fallback: bool = False) -> str:
+    return write_profile(session.profile, fmt, name, plugins, session.id, fallback)
 
 
-def write_profile(profile, fmt: str, name: str, plugins, session_id: int) -> str:
-    """Write through a temporary file and rename, so a failed write leaves no partial file and keeps the data."""
-    from .progress import progress
+def temp_name(path: str) -> str:
+    """The temporary file a write goes through: beside ``path`` (same file system), short enough to create."""
+    directory, base = os.path.split(os.path.abspath(path))
+    tmp = f".{base}.{os.getpid()}.tmp"
+    if len(os.fsencode(tmp)) > destinations.name_max(directory):
+        tmp = f".proton.{os.getpid()}.tmp"
+    return os.path.join(directory, tmp)
 
+
+def write_profile(profile, fmt: str, name: str, plugins, session_id: int, fallback: bool = False) -> str:
+    """Write through a temporary file and rename, so a failed write leaves no partial file and keeps the data.
+
+    With ``fallback`` (at exit, under the CLI: no later ``finalize()`` can retry) a write that fails
+    goes to a new file in the temporary directory instead, and one line says where.
+    """
     reg = plugins.sinks.get(fmt)
     path = output_path(name, reg.extension)
-    directory = os.path.dirname(os.path.abspath(path))
-    tmp = os.path.join(directory, f".{os.path.basename(path)}.{os.getpid()}.tmp")
+    try:
+        atomic_write(reg.writer, profile, path)
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        if not fallback:
+            raise ProtonError(
+                f"cannot write session {session_id}'s profile to {path!r} ({reason}); its data is kept: "
+                f"call proton.finalize({session_id}, name='<writable path>')"
+            ) from None
+        try:
+            other = destinations.fallback_path(path)
+            atomic_write(reg.writer, profile, other)
+        except OSError as second:
+            raise ProtonError(f"cannot write the profile to {os.path.abspath(path)} ({reason}), nor to the "
+                              f"temporary directory ({second.strerror or second})") from None
+        log.warn(f"cannot write the profile to {os.path.abspath(path)} ({reason}): wrote it to {other} instead")
+        path = other
+    destinations.written(path)
+    return path
+
+
+def atomic_write(writer, profile, path: str) -> None:
+    """``writer(profile, tmp)`` then rename onto ``path``; the temporary file never outlives a failure (Ctrl-C too)."""
+    from .progress import progress
+
+    tmp = temp_name(path)
     try:
         with progress(f"writing {path}"):
-            reg.writer(profile, tmp)
+            writer(profile, tmp)
         os.replace(tmp, path)
-    except OSError as exc:
+    except BaseException:
         try:
             os.unlink(tmp)
         except OSError:
             pass
-        raise ProtonError(
-            f"cannot write session {session_id}'s profile to {path!r} ({exc.strerror or exc}); its data is kept: "
-            f"call proton.finalize({session_id}, name='<writable path>')"
-        ) from None
-    return path
+        raise
 
 
 def write_parts(session, fmt: str, name: str, plugins, everything: bool = False, fallback: bool = False) -> list[str]:
