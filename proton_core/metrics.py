@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import numbers
 import re
+import sys
 from dataclasses import dataclass, field
 
 from .errors import ProtonError
@@ -17,13 +18,20 @@ from .errors import ProtonError
 INCLUSIVE, EXCLUSIVE, PROPERTY = "inc", "exc", "pty"
 
 #: Names the profiler itself writes; users may not use them for their metrics.
-RESERVED = frozenset({"time", "count", "device_id", "device_type", "cpu_time"})
+RESERVED = frozenset({"time", "count", "device_id", "device_type", "cpu_time", "clamped"})
 
 #: Keys written for kernels, spelled as upstream Proton spells them.
 TIME_KEY = "time (ns)"
 COUNT_KEY = "count"
 DEVICE_ID_KEY = "device_id"
 DEVICE_TYPE_KEY = "device_type"
+
+#: The largest value a metric may have: the largest finite double, so every reader (JSON.parse,
+#: hatchet, proton-view) can hold it.  Values past it are refused at the call; sums that pass it are
+#: written as it, and counted in the node's CLAMPED_KEY (decision 0180).
+MAX_VALUE = sys.float_info.max
+#: Written on a node whose sums passed MAX_VALUE: how many of its values were clamped to it.
+CLAMPED_KEY = "clamped"
 
 _NAME = re.compile(r"^\s*([^\s()]+)\s*(?:\(([^()]*)\))?\s*(?:\((inc|exc|pty)\))?\s*$")
 
@@ -86,13 +94,14 @@ def is_tensor(value: object) -> bool:
 
 
 def check_value(name: str, value: object):
-    """Return ``value`` as accepted: a non-negative int/float or a 0-d tensor.
+    """Return ``value`` as accepted: a non-negative int/float up to MAX_VALUE, or a 0-d tensor.
 
+    A number past MAX_VALUE (``10**400``, ``inf``) is refused: no JSON reader could hold it.
     Tensors are kept as they are (reading them would synchronise the device);
     they are read, and checked for sign, when the session is flushed.
     """
     kind = type(value)
-    if (kind is int or kind is float) and 0 <= value < math.inf:  # the common case, no ABC checks
+    if (kind is int or kind is float) and 0 <= value <= MAX_VALUE:  # the common case, no ABC checks
         return value
     if isinstance(value, bool):
         raise ProtonError(f"metric {name!r} has a bool value {value!r}: pass an int or float")
@@ -116,7 +125,15 @@ def check_value(name: str, value: object):
         )
     if value < 0:
         raise ProtonError(f"metric {name!r} has the negative value {value}: metrics must be >= 0")
+    if value > MAX_VALUE:
+        raise ProtonError(f"metric {name!r} has the value {_short(value)}, past the largest a profile holds "
+                          f"({MAX_VALUE:.6g}): scale it down (e.g. count in a larger unit)")
     return value
+
+
+def _short(value) -> str:
+    """A huge int as ``about 1e+400`` (its digits could fill the terminal), else as it is."""
+    return f"about 1e+{int(math.log10(value))}" if isinstance(value, int) else str(value)
 
 
 def read_tensor(name: str, value) -> int | float:

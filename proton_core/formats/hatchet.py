@@ -22,7 +22,7 @@ import os
 import sys
 
 from ..errors import ProtonError
-from ..metrics import COUNT_KEY, DEVICE_ID_KEY, DEVICE_TYPE_KEY, TIME_KEY
+from ..metrics import CLAMPED_KEY, COUNT_KEY, DEVICE_ID_KEY, DEVICE_TYPE_KEY, MAX_VALUE, TIME_KEY
 from ..model.read import LABEL_KEYS, ReadNode, ReadProfile
 
 DROPPED_KEY = "dropped"
@@ -48,12 +48,39 @@ class HatchetError(ProtonError):
 
 
 # ------------------------------------------------------------------ writer ----
+def _clamped(metrics: dict) -> dict:
+    """``metrics`` with every number a JSON reader can hold (decision 0180).
+
+    Each value was checked at the call, but sums can pass the largest double (two ``1e308``
+    are ``inf``; big ints past it crash float readers): such a value is written as
+    MAX_VALUE and counted in the node's ``clamped``, so a reader sees it is a lower bound.
+    A NaN (no sum of checked values makes one) is left out and counted the same way.
+    """
+    try:
+        if sum(metrics.values()) <= MAX_VALUE:  # the common case in one C-level pass: NaN, inf, huge all fail
+            return dict(metrics)
+    except (TypeError, OverflowError):  # a value that is no number, or a huge int beside a float: one by one
+        pass
+    clamped = 0
+    out = {}
+    for key, value in metrics.items():
+        if (type(value) is int or type(value) is float) and not -MAX_VALUE <= value <= MAX_VALUE:
+            clamped += 1
+            if value != value:
+                continue
+            value = MAX_VALUE if value > 0 else -MAX_VALUE
+        out[key] = value
+    if clamped:
+        out[CLAMPED_KEY] = out.get(CLAMPED_KEY, 0) + clamped
+    return out
+
+
 def _literals(node) -> list[dict]:
     """A data-model node as literal nodes: one per device it ran on; the first carries its metrics."""
     runs = sorted(node.kernels.items()) or [None]
     out = []
     for i, run in enumerate(runs):
-        metrics = dict(node.metrics) if i == 0 else {}
+        metrics = _clamped(node.metrics) if i == 0 else {}
         if run is not None:
             (device_type, device_id), (time_ns, count) = run
             metrics[TIME_KEY] = time_ns
@@ -118,16 +145,16 @@ def document(profile, metadata: dict | None = None) -> list:
 def write(profile, path: str, metadata: dict | None = None) -> None:
     """Write ``profile`` to ``path`` as compact hatchet JSON (encoded whole, then one write)."""
     doc = document(profile, metadata)
-    try:
-        text = json.dumps(doc, separators=SEPARATORS)
+    try:  # allow_nan=False: never NaN or Infinity, which strict JSON readers (JSON.parse) refuse
+        text = json.dumps(doc, separators=SEPARATORS, allow_nan=False)
     except RecursionError:  # deeper than the C encoder goes: the same bytes, built without recursion
-        text = _dumps_flat(doc)
+        text = _dumps_flat(doc, allow_nan=False)
     with open(path, "w") as f:
         f.write(text)
 
 
-def _dumps_flat(doc: list) -> str:
-    """``json.dumps(doc, separators=SEPARATORS)`` for ``[root literal, devices]`` of any depth."""
+def _dumps_flat(doc: list, allow_nan: bool = True) -> str:
+    """``json.dumps(doc, separators=SEPARATORS, allow_nan=...)`` for ``[root literal, devices]`` of any depth."""
     out = ["["]
     stack: list = [doc[0]]
     while stack:
@@ -137,9 +164,9 @@ def _dumps_flat(doc: list) -> str:
             continue
         head = {k: v for k, v in item.items() if k != "children"}
         if "children" not in item:
-            out.append(json.dumps(head, separators=SEPARATORS))
+            out.append(json.dumps(head, separators=SEPARATORS, allow_nan=allow_nan))
             continue
-        text = json.dumps(head, separators=SEPARATORS)[:-1]
+        text = json.dumps(head, separators=SEPARATORS, allow_nan=allow_nan)[:-1]
         out.append(text + ("," if head else "") + '"children":[')
         stack.append("]}")
         children = item["children"]
@@ -147,11 +174,11 @@ def _dumps_flat(doc: list) -> str:
             stack.append(children[i])
             if i:
                 stack.append(",")
-    out.append("," + json.dumps(doc[1], separators=SEPARATORS) + "]")
+    out.append("," + json.dumps(doc[1], separators=SEPARATORS, allow_nan=allow_nan) + "]")
     return "".join(out)
 
 
-def _loads(text: str, object_hook=None):
+def _loads(text: str, object_hook=None, parse_constant=None):
     """``json.loads``; for documents deeper than the C parser goes, the pure-Python parser with room for MAX_DEPTH.
 
     The cyclic garbage collector is paused while parsing: a large profile is
@@ -162,10 +189,10 @@ def _loads(text: str, object_hook=None):
     gc.disable()
     try:
         try:
-            return json.loads(text, object_hook=object_hook)
+            return json.loads(text, object_hook=object_hook, parse_constant=parse_constant)
         except RecursionError:
             pass
-        decoder = json.JSONDecoder(object_hook=object_hook)
+        decoder = json.JSONDecoder(object_hook=object_hook, parse_constant=parse_constant)
         decoder.scan_once = json.scanner.py_make_scanner(decoder)  # Python-level recursion only: no C stack used
         old = sys.getrecursionlimit()
         sys.setrecursionlimit(old + 4 * MAX_DEPTH)  # an object level costs a few Python frames
@@ -214,10 +241,11 @@ def read_text(path) -> str:
         raise HatchetError(f"{path} is not JSON (it is binary): pass a .hatchet profile") from None
 
 
-def parse(text: str, path: str, object_hook=None):
-    """JSON of a profile's ``text`` (``object_hook`` as ``json.loads`` takes it); HatchetError for bad JSON."""
+def parse(text: str, path: str, object_hook=None, parse_constant=None):
+    """JSON of a profile's ``text`` (``object_hook``, ``parse_constant`` as ``json.loads`` takes them);
+    HatchetError for bad JSON."""
     try:
-        return _loads(text, object_hook)
+        return _loads(text, object_hook, parse_constant)
     except json.JSONDecodeError as exc:
         raise HatchetError(
             f"{path} is not JSON ({exc.msg} at line {exc.lineno} column {exc.colno}): pass a .hatchet profile"

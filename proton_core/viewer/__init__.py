@@ -90,34 +90,45 @@ def label(args) -> str:
     return args.profile[0] if len(args.profile) == 1 else f"{args.profile[0]} (+{len(args.profile) - 1} more)"
 
 
-def read_merged(paths: list[str]) -> table.Table:
-    """One file, or several (phases of one run, or runs to add up) merged."""
-    merged = read(paths[0])
+def read_merged(paths: list[str], warnings: list[str] | None = None) -> table.Table:
+    """One file, or several (phases of one run, or runs to add up) merged; ``warnings`` gets a line per
+    file carrying numbers no double holds (NaN, Infinity: another writer's, never Proton's)."""
+    merged = read_checked(paths[0], warnings)
     for path in paths[1:]:
-        other = read(path)
+        other = read_checked(path, warnings)
         for t in (merged, other):  # old- and new-spelled frames of the same line must match
             frames.format_frames(t, "full")
         merged = combine.merge(merged, other)
     return merged
 
 
+def read_checked(path: str, warnings: list[str] | None) -> table.Table:
+    """:func:`read`, adding to ``warnings`` one line if the file carries values left out as unreadable."""
+    data = read(path)
+    count = getattr(data, "unreadable", 0)
+    if count and warnings is not None:
+        warnings.append(f"{path} carries {count} metric value{'s' if count > 1 else ''} that {'are' if count > 1 else 'is'} "
+                        "not a finite number (NaN, Infinity or past a double; strict JSON has none): shown as no value")
+    return data
+
+
 class View:
     """What a command asked for, computed: the shaped table, its columns, and what to say about it."""
 
-    def __init__(self, args) -> None:
+    def __init__(self, args, warnings: list[str] | None = None) -> None:
         if args.depth is not None and args.depth < 1:
             raise ViewerError(f"-d/--depth counts ROOT as level 1 (as upstream does): give 1 or more, not {args.depth}")
         self.args = args
-        self.warnings: list[str] = []
+        self.warnings: list[str] = [] if warnings is None else warnings
         if args.lines is not None:
             _check_lines_args(args)
         paths = files.expand(args.profile, args.phase)
-        data = read_merged(paths)
+        data = read_merged(paths, self.warnings)
         self.listing = derive.describe(data.metric_keys(), _kernels_with_lines(data)) if args.list else None
         if args.list:
             return
         if args.diff_profile:
-            other = read(args.diff_profile)
+            other = read_checked(args.diff_profile, self.warnings)
             for t in (data, other):
                 frames.format_frames(t, "full")
             data = combine.diff(data, other)
@@ -230,11 +241,14 @@ def main(argv=None) -> int:
         args = build_parser().parse_args(argv)
     except SystemExit as exc:  # -h, --version, or a one-line usage error
         return exc.code if isinstance(exc.code, int) else 2
+    warnings: list[str] = []  # said before an error too: a file's unreadable values explain a missing metric
     try:
         with progress(f"reading {label(args)}", prefix=PROG):
-            view = View(args)
+            view = View(args, warnings)
             written = write_outputs(view) if (args.html or args.speedscope) and view.listing is None else None
     except (ViewerError, HatchetError) as exc:
+        for warning in warnings:
+            print(f"{PROG}: warning: {warning}", file=sys.stderr)
         print(f"{PROG}: {exc}", file=sys.stderr)
         return 2
     except RecursionError:

@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import math
 import re
+import sys
 
 from ..inclusive import is_inclusive
 from .errors import MissingMetric, ViewerError
 from .peaks import peak_bandwidth, peak_flops
 
 NAN = math.nan
+MAX = sys.float_info.max
 TIME_UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}
 PREFIXES = {"": 1.0, "g": 1e9, "t": 1e12}
 WIDTHS = (8, 16, 32, 64)
@@ -76,7 +78,15 @@ def subtree_sums(values, order, parent) -> list:
             if p >= 0:
                 s = sums[p]
                 sums[p] = v if s != s else s + v
-    return sums
+    return finite(sums)
+
+
+def finite(values: list) -> list:
+    """``values`` with sums past the largest double clamped to it, as the writer clamps (decision 0180):
+    every number shown or exported (JSON has no Infinity) stays a number."""
+    if math.inf in values or -math.inf in values:  # one C-level scan in the common case
+        values = [MAX if v == math.inf else -MAX if v == -math.inf else v for v in values]
+    return values
 
 
 class Columns:
@@ -121,6 +131,9 @@ class Columns:
     # ------------------------------------------------------------- columns ----
     def compute(self, metric: str) -> list:
         """Values of ``metric`` per node; MissingMetric if the profile lacks its sources, ViewerError if malformed."""
+        return finite(self._compute(metric))
+
+    def _compute(self, metric: str) -> list:
         key = find_raw(metric, self.keys)
         if key is not None:  # a raw metric as named, even where it looks like a derived form
             return list(self.value(key))

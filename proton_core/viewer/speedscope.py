@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 
 from .._version import __version__
 from .flame import Frames
 
+MAX = sys.float_info.max
 SCHEMA = "https://www.speedscope.app/file-format-schema.json"
 UNITS = {"ns": "nanoseconds", "us": "microseconds", "ms": "milliseconds", "s": "seconds", "B": "bytes"}
 
@@ -40,7 +42,7 @@ def events(frames: Frames, own: list[float]) -> tuple[list[dict], float]:
     while stack:
         p, closing = stack.pop()
         if closing:
-            at += own[p]
+            at = min(at + own[p], MAX)  # a layout past the largest double stays a number (JSON has no inf)
             out.append({"type": "C", "frame": p, "at": at})
             continue
         if total[p] <= 0:

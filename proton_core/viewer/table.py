@@ -23,13 +23,16 @@ def read(path) -> Table:
     """Read a hatchet file (ours or upstream's) into a :class:`Table`; HatchetError (one line) says why not.
 
     Like :func:`proton_core.formats.hatchet.read`, what is not understood
-    (extra keys, non-numeric or non-finite values) is skipped, not rejected.
+    (extra keys, non-numeric or non-finite values) is skipped, not rejected;
+    the table's ``unreadable`` counts the numbers left out for not being
+    finite doubles (NaN, Infinity, integers past a double), which Proton never
+    writes (decision 0180) but other writers may: the viewer says so.
     """
     path = str(path)
     text = hatchet.read_text(path)
     loader = _Loader(path, text.count('"frame"') + 1)  # an upper bound on the nodes
     try:
-        doc = hatchet.parse(text, path, object_hook=loader.hook)
+        doc = hatchet.parse(text, path, object_hook=loader.hook, parse_constant=loader.constant)
     except IndexError:  # more nodes than '"frame"' strings: nodes nested where no node belongs
         raise hatchet.not_profile(path, "unexpected nested 'frame' objects") from None
     del text
@@ -50,13 +53,20 @@ class _Loader:
         self.cols = dict(self.labels)  # labels take any value; numeric columns join as met
         self.metadata: dict[int, dict] = {}  # a node's own "metadata" (the root's, in our files)
         self.next = [0]
+        #: Numbers left out: NaN/Infinity (counted as the parser meets them) and ints past a double
+        self.unreadable = [0]
         self.hook = self._hook()
+
+    def constant(self, word: str) -> float:
+        """``parse_constant``: NaN, Infinity and -Infinity are counted, and read as no value."""
+        self.unreadable[0] += 1
+        return NAN
 
     def _hook(self):
         """The hook as a closure: its state in local cells, read faster than attributes a million times."""
         path, capacity, names, kids, cols, metadata, nxt = (self.path, self.capacity, self.names, self.kids,
                                                             self.cols, self.metadata, self.next)
-        inner, inner_type = self.inner, INNER_TYPE
+        inner, inner_type, unreadable = self.inner, INNER_TYPE, self.unreadable
         intern = {}.setdefault
         not_profile = hatchet.not_profile
 
@@ -87,9 +97,14 @@ class _Loader:
                     except KeyError:
                         if type(value) is int or type(value) is float:
                             col = cols[key] = array("d", [NAN]) * capacity
-                            col[i] = value
-                    except (TypeError, OverflowError):  # text where a number belongs; an int past a double
+                            try:
+                                col[i] = value
+                            except OverflowError:  # an int past a double
+                                unreadable[0] += 1
+                    except TypeError:  # text where a number belongs
                         pass
+                    except OverflowError:  # an int past a double
+                        unreadable[0] += 1
             if "children" in obj:
                 children = obj["children"]
                 if children:
@@ -124,12 +139,14 @@ class _Loader:
         for key, col in self.cols.items():
             if key not in self.labels:
                 del col[size:]
-                if math.inf in col or -math.inf in col:  # non-finite values count as absent
+                if math.inf in col or -math.inf in col:  # non-finite values (1e999 in the text) count as absent
                     for j, v in enumerate(col):
                         if math.isinf(v):
                             col[j] = NAN
+                            self.unreadable[0] += 1
                 table.cols[key] = col
         table.root = root
         table.devices = devices
         table.metadata = self.metadata.get(root, {})
+        table.unreadable = self.unreadable[0]
         return table

@@ -30,9 +30,9 @@ Python :func:`launch_enter`/:func:`launch_exit` instead.
 from __future__ import annotations
 
 import importlib
-import math
 import numbers
 import os
+import sys
 
 from proton_core.plugin_api import (
     ACTIVITY,
@@ -55,7 +55,8 @@ _THREAD = thread_state()  # attribute reads, not calls: these hooks run on every
 
 #: Keys Triton itself puts in the launch metadata; never metrics.
 RESERVED_KEYS = frozenset({"name", "function", "stream"})
-_INF = math.inf
+#: The largest metric value (the core's rule, decision 0180): past it the general path refuses it in one line.
+_MAX = sys.float_info.max  # proton_core.metrics.MAX_VALUE, which the plugin API does not export
 
 
 def _metrics_of(data: dict) -> dict:
@@ -118,7 +119,7 @@ def _check(keys: tuple, data: dict):
     for key, name in plan:
         value = data[key]
         kind = type(value)
-        if (kind is int or kind is float) and 0 <= value < _INF and name is not None:
+        if (kind is int or kind is float) and 0 <= value <= _MAX and name is not None:
             out.append((name, value))
         elif value is not None and kind is not bool:
             return False  # a tensor, another number type or a bad value: the general path decides
