@@ -124,7 +124,8 @@ class View:
             _check_lines_args(args)
         paths = files.expand(args.profile, args.phase)
         data = read_merged(paths, self.warnings)
-        self.listing = derive.describe(data.metric_keys(), _kernels_with_lines(data)) if args.list else None
+        self.listing = ([names.printable(line) for line in derive.describe(data.metric_keys(), _kernels_with_lines(data))]
+                        if args.list else None)
         if args.list:
             return
         if args.diff_profile:
@@ -132,7 +133,7 @@ class View:
             for t in (data, other):
                 frames.format_frames(t, "full")
             data = combine.diff(data, other)
-        self.root_words = profile_words(data, len(paths), args.diff_profile)
+        self.root_words = names.printable(profile_words(data, len(paths), args.diff_profile))
         shape.drop_metadata(data)
         frames.format_frames(data, args.format)
         names.demangle_table(data)
@@ -182,8 +183,8 @@ class View:
         return headers, values
 
     def name_of(self):
-        """How a name is printed: whole with --full-names, else shortened as upstream does."""
-        return str if self.args.full_names else names.shorten
+        """How a name is printed: whole with --full-names, else shortened as upstream does; escaped either way."""
+        return names.printable if self.args.full_names else names.shown
 
     def lines(self):
         """The terminal output: lines, or blocks of lines joined by newlines."""

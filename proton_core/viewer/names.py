@@ -39,6 +39,19 @@ def demangle_table(table) -> None:
         table.names = [readable.get(n, n) for n in table.names]
 
 
+def printable(name: str) -> str:
+    """``name`` with what a terminal would act on escaped as Python writes it (``\\n``, ``\\r``, ``\\x1b``):
+    a newline or an escape sequence in a scope name must not break the tree or recolour the terminal."""
+    if name.isprintable():  # the common case, one C-level pass
+        return name
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in name)
+
+
+def shown(name: str) -> str:
+    """How the tree prints a name by default: escaped, then shortened as upstream does."""
+    return shorten(printable(name))
+
+
 def shorten(name: str) -> str:
     """``name``, or its first SHORT characters and "..." as upstream prints long kernel names."""
     return name if len(name) <= SHORT else name[:SHORT] + "..."
