@@ -3,10 +3,8 @@
 Options follow upstream's mode string, ``periodic_flushing:key=value:...``:
 
 * ``interval=<seconds>``: start a new phase this often;
-* ``launches=<n>``: start a new phase once ``n`` kernels were launched in the
-  current one: counted at each launch where the backend records launches in
-  Python (:class:`LaunchCounter`), so a burst ends its phase at the launch that
-  crosses ``n``; for a backend that records natively (cupti), at each poll;
+* ``launches=<n>``: start a new phase once about ``n`` kernels were recorded
+  in the current one (checked at each poll);
 * ``format=<sink>``: what the parts are written as (default: the session's);
 * ``poll=<seconds>``: how often the writer thread flushes (default 1).
 
@@ -25,7 +23,6 @@ that still cannot be written goes to the temporary directory.
 
 from __future__ import annotations
 
-import itertools
 import os
 import tempfile
 import threading
@@ -146,95 +143,6 @@ def reason(exc) -> str:
     return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
 
 
-#: The method through which a backend records each launched kernel, where it is written in Python
-#: (the synthetic backend's): called once per kernel with the launch's epoch first.  A native backend
-#: (cupti) records in C, where no Python counter can run; its phases end at the poll.
-RECORDER = "_record"
-
-
-class LaunchCounter:
-    """Ends the session's phase at the launch that crosses ``launches``, on the launching thread.
-
-    Wraps the backend instance's per-kernel recorder (:data:`RECORDER`): each kernel recorded under
-    an epoch this session listens to takes a number from an ``itertools.count`` (atomic under the
-    GIL, so launching threads never share a number), and the one that reaches a multiple of
-    ``launches`` ends the phase right after it was recorded, outside the backend's lock.  The kernels
-    before it carry the old phase's epoch and those after it the new one, so each phase holds exactly
-    ``launches`` kernels however fast they come.
-    """
-
-    def __init__(self, manager, session, launches: int) -> None:
-        self.manager, self.session, self.launches = manager, session, launches
-        self._numbers = itertools.count(1)
-        self._epoch, self._mine = None, False  # the last epoch seen and whether the session listens to it
-        self._backend = None
-
-    def attach(self, backend) -> bool:
-        """Count ``backend``'s launches from now on; False where it records natively (nothing to wrap)."""
-        recorder = getattr(backend, RECORDER, None)
-        if recorder is None or not callable(recorder):
-            return False
-        chain = _CHAINS.get(id(backend))
-        if chain is None:
-            chain = _CHAINS[id(backend)] = _Chain(backend, recorder)
-        chain.counters.append(self)
-        self._backend = backend
-        return True
-
-    def detach(self) -> None:
-        backend, self._backend = self._backend, None
-        chain = _CHAINS.get(id(backend)) if backend is not None else None
-        if chain is not None and self in chain.counters:
-            chain.counters.remove(self)
-            if not chain.counters:
-                chain.unwrap()
-                del _CHAINS[id(backend)]
-
-    def listens(self, epoch) -> bool:
-        if epoch != self._epoch:
-            routes = self.session.backend_state.epochs.get(epoch, ())
-            self._mine = any(s is self.session for s, _ in routes)
-            self._epoch = epoch
-        return self._mine
-
-    def recorded(self, epoch) -> None:
-        """One kernel was recorded under ``epoch`` (its lock released): end the phase at the Nth."""
-        if self.session.closed or not self.listens(epoch) or next(self._numbers) % self.launches:
-            return
-        try:
-            self.manager.advance_phase(self.session.id)
-        except ProtonError:  # finalized (or forgotten in a forked child) meanwhile: nothing to end
-            return
-        self.session.writer.phase_started = time.monotonic()
-
-
-class _Chain:
-    """One wrapper per backend instance, calling every session's counter (sessions may share a backend)."""
-
-    def __init__(self, backend, recorder) -> None:
-        self.backend, self.counters = backend, []
-        self.had_own = RECORDER in getattr(backend, "__dict__", {})
-        self.original = recorder
-        chain = self
-
-        def record(epoch, *args, **kwargs):
-            result = recorder(epoch, *args, **kwargs)
-            for counter in tuple(chain.counters):
-                counter.recorded(epoch)
-            return result
-
-        setattr(backend, RECORDER, record)
-
-    def unwrap(self) -> None:
-        if self.had_own:
-            setattr(self.backend, RECORDER, self.original)
-        else:
-            delattr(self.backend, RECORDER)
-
-
-_CHAINS: dict[int, _Chain] = {}
-
-
 class Writer:
     """The thread that advances phases by interval or launch count and writes complete ones."""
 
@@ -242,23 +150,15 @@ class Writer:
         self.manager, self.session, self.options = manager, session, options
         self.phase_started = time.monotonic()
         self.backlog = Backlog()
-        self.counter = None  # LaunchCounter where launches= is set and the backend records in Python
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"proton-periodic-{session.id}", daemon=True)
 
     def start(self) -> None:
-        if self.options.launches is not None:
-            counter = LaunchCounter(self.manager, self.session, self.options.launches)
-            if counter.attach(self.session.backend_state.backend):
-                self.counter = counter
         self._thread.start()
 
     def stop(self) -> None:
         """Stop polling (finalize writes what is left); safe from the writer thread itself."""
         self._stop.set()
-        if self.counter is not None:
-            self.counter.detach()
-            self.counter = None
         if threading.current_thread() is not self._thread:
             self._thread.join()
 
@@ -267,15 +167,10 @@ class Writer:
         options = self.options
         if options.interval is not None and time.monotonic() - self.phase_started >= options.interval:
             return True
-        # With a LaunchCounter the phase already ended at its launch; the poll only counts for the rest.
-        return options.launches is not None and self.counter is None and recorded >= options.launches
+        return options.launches is not None and recorded >= options.launches
 
     def _run(self) -> None:
         while not self._stop.wait(self.options.poll):
-            if self.session.closed:  # closed without finalize (reset): nothing more to write
-                if self.counter is not None:
-                    self.counter.detach()
-                return
             try:
                 self.manager.periodic_tick(self.session)
             except Exception as exc:  # never kill the program from a background thread: say it once and stop
