@@ -228,14 +228,14 @@ def test_start_end_ranges_and_marks_are_trace_events(tmp_path, client):
 
 
 @pytest.mark.parametrize("case", ["sets", "keeps_other", "disabled"])
-def test_import_points_nvtx_at_proton_unless_told_otherwise(case):
+def test_import_points_nvtx_at_proton_unless_told_otherwise(case, tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in ("NVTX_INJECTION64_PATH", "PROTON_ENABLE_NVTX")}
     if case == "keeps_other":
         env["NVTX_INJECTION64_PATH"] = "/opt/other/libtool.so"
     if case == "disabled":
         env["PROTON_ENABLE_NVTX"] = "0"
     code = ("import os, proton_core as proton; print(os.environ.get('NVTX_INJECTION64_PATH'));"
-            "proton.start('/tmp/_nvtx_env', backend='host'); proton.finalize()")
+            f"proton.start({str(tmp_path / '_nvtx_env')!r}, backend='host'); proton.finalize()")
     r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     path = r.stdout.strip().splitlines()[0]
@@ -248,10 +248,10 @@ def test_import_points_nvtx_at_proton_unless_told_otherwise(case):
         assert path == "None"
 
 
-def test_a_library_that_initialised_nvtx_before_proton_gets_one_warning():
+def test_a_library_that_initialised_nvtx_before_proton_gets_one_warning(tmp_path):
     code = ("import nvtx; nvtx.push_range('early'); nvtx.pop_range();"
-            "import proton_core as proton; proton.start('/tmp/_nvtx_late', backend='host');"
-            "proton.start('/tmp/_nvtx_late2', backend='host'); proton.finalize()")
+            f"import proton_core as proton; proton.start({str(tmp_path / '_nvtx_late')!r}, backend='host');"
+            f"proton.start({str(tmp_path / '_nvtx_late2')!r}, backend='host'); proton.finalize()")
     env = {k: v for k, v in os.environ.items() if k != "NVTX_INJECTION64_PATH"}
     r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
