@@ -35,3 +35,16 @@ def test_no_test_names_a_fixed_path_in_tmp():
                     if (rel, m.group(0)) not in ALLOWED:
                         offenders.append(f"{rel}:{number}: {m.group(0)}")
     assert not offenders, "use tmp_path instead of a fixed /tmp path:\n" + "\n".join(offenders)
+
+
+def test_the_temporary_directory_is_private_to_the_run(tmp_path_factory):
+    """What code under test writes to the temporary directory lands under pytest's basetemp (conftest.py)."""
+    import tempfile
+
+    base = str(tmp_path_factory.getbasetemp())
+    assert tempfile.gettempdir().startswith(base + os.sep)
+    assert os.environ["TMPDIR"] == tempfile.gettempdir()
+    fd, path = tempfile.mkstemp()
+    os.close(fd)
+    assert path.startswith(base + os.sep)
+    os.unlink(path)
