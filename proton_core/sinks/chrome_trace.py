@@ -89,7 +89,8 @@ def _slice_events(slices, origin, first_pid: int) -> list[dict]:
 
 def write_chrome_trace(profile, path: str) -> None:
     with open(path, "w") as f:
-        json.dump({"traceEvents": trace_events(profile), "displayTimeUnit": "ns"}, f, separators=(",", ":"))
+        json.dump({"traceEvents": trace_events(profile), "displayTimeUnit": "ns"}, f, separators=(",", ":"),
+                  allow_nan=False)  # strict JSON (decision 0180): times are finite by construction
 
 
 @hookimpl
