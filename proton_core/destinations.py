@@ -8,8 +8,9 @@
   is never replaced: the session writes ``<name>.1.<ext>`` (``.2``, ...)
   instead and one line says so.  A file left by an earlier run is replaced.
   Other processes' claims are files ``<tmpdir>/proton-claims-<uid>/<hash>``
-  made with ``O_CREAT | O_EXCL`` (atomic) holding the claimant's pid, honoured
-  while that pid is alive; a process removes its own at exit.
+  created atomically (a hard link, else ``O_CREAT | O_EXCL``) holding the
+  claimant's pid, honoured while that pid is alive; a process removes its own
+  at exit, and the first claim of a process sweeps those of dead ones.
 * :func:`fallback_path` is a unique file in the temporary directory, for a
   write that fails at exit after all (the disk filled, the directory vanished).
 """
@@ -116,28 +117,47 @@ def _try_claim(path: str) -> str | None:
     pid = os.getpid()
     for _ in range(3):
         try:
-            fd = os.open(claim, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
-        except FileExistsError:
-            holder = _holder(claim)
-            if holder == pid:
-                return claim
-            if alive(holder):
-                return None
-            try:
-                os.unlink(claim)  # a finished run's claim: its file may be replaced
-            except FileNotFoundError:
-                pass
-            except OSError:
-                return "unclaimed"
-            continue
+            made = _create(claim, pid)
         except OSError:
             return "unclaimed"
+        if made:
+            _claims[claim] = pid
+            _install_cleanup()
+            return claim
+        holder = _holder(claim)
+        if holder == pid:
+            return claim
+        if alive(holder):
+            return None
+        try:
+            os.unlink(claim)  # a finished run's claim: its file may be replaced
+        except FileNotFoundError:
+            pass
+        except OSError:
+            return "unclaimed"
+    return None
+
+
+def _create(claim: str, pid: int) -> bool:
+    """Create ``claim`` holding ``pid`` atomically (never seen empty); False where it exists."""
+    new = f"{claim}.{pid}.new"
+    with open(new, "w") as f:
+        f.write(str(pid))
+    try:
+        os.link(new, claim)  # atomic and complete: a reader never sees a claim without its pid
+        return True
+    except FileExistsError:
+        return False
+    except OSError:  # no hard links here: O_EXCL, with a moment where the claim is empty
+        try:
+            fd = os.open(claim, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+        except FileExistsError:
+            return False
         with os.fdopen(fd, "w") as f:
             f.write(str(pid))
-        _claims[claim] = pid
-        _install_cleanup()
-        return claim
-    return None
+        return True
+    finally:
+        os.unlink(new)
 
 
 def taken_by_us(name: str, path: str) -> bool:
@@ -202,11 +222,30 @@ def release_claims() -> None:
         _claims.pop(claim, None)
 
 
+def sweep(directory: str, limit: int = 10000) -> None:
+    """Remove claims of processes that died without removing them (SIGKILL, ``os._exit``)."""
+    try:
+        names = os.listdir(directory)[:limit]
+    except OSError:
+        return
+    for name in names:
+        claim = os.path.join(directory, name)
+        if not alive(_holder(claim)):
+            try:
+                os.unlink(claim)
+            except OSError:
+                pass
+
+
 def _install_cleanup() -> None:
     global _cleanup_installed
     if not _cleanup_installed:
         _cleanup_installed = True
         atexit.register(release_claims)
+        try:
+            sweep(claims_dir())  # once per process: the directory never grows with dead runs
+        except OSError:
+            pass
 
 
 def _after_fork_in_child() -> None:

@@ -260,6 +260,17 @@ def test_a_claim_of_a_dead_process_is_not_honoured(tmp_path):
     assert not os.path.exists(claim)
 
 
+def test_claims_of_dead_processes_are_swept(tmp_path):
+    directory = tmp_path / "claims"
+    directory.mkdir()
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                          text=True).stdout.strip()
+    (directory / "dead").write_text(dead)
+    (directory / "live").write_text(str(os.getpid()))
+    destinations.sweep(str(directory))
+    assert sorted(p.name for p in directory.iterdir()) == ["live"]
+
+
 # ------------------------------------------------------- item 9: the CLI's end ----
 def test_the_last_line_names_the_absolute_path_after_a_chdir(tmp_path):
     (tmp_path / "elsewhere").mkdir()
