@@ -10,8 +10,9 @@ backend mode), plus ours.  The program is found and run as ``python`` would:
 the script's directory, or the current directory for a module, comes first
 on ``sys.path`` before the lookup.  The CLI owns the one session (id 0): the
 program's own ``proton.start`` and ``proton.finalize`` calls are ignored, the
-profile is written however the program ends, and the program's exit status
-is passed through.  Usage errors and Proton errors print one line
+profile is written however the program ends (to ``-n`` made absolute before
+the program runs, or to the temporary directory where that write fails), and
+the program's exit status is passed through.  Usage errors and Proton errors print one line
 ``proton: ...`` and exit with status 2.
 """
 

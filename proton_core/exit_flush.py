@@ -14,7 +14,9 @@ its signal handlers untouched):
 
 A handler the program installs later replaces ours; its exit (``sys.exit``)
 still runs the exit handler.  Only the process that started the sessions
-writes them: a forked child never does.  ``PROTON_FLUSH_AT_EXIT=0`` turns all
+writes them: a forked child never does.  A path that fails now (a full disk,
+a removed directory) is written to the temporary directory instead, one line
+saying where: no later ``finalize()`` can retry.  ``PROTON_FLUSH_AT_EXIT=0`` turns all
 of this off.  SIGKILL and the OOM killer cannot be caught: use periodic
 writing (``proton.flush``-style snapshots) for runs that may die that way.
 """
