@@ -153,8 +153,13 @@ def test_scope_as_decorator_and_profile_decorator(tmp_path, fake):
 
 
 def test_unwritable_path_keeps_data_for_a_second_finalize(tmp_path, fake):
-    sid = proton.start(str(tmp_path / "no" / "such" / "dir" / "p"), backend="fake")
+    """The directory vanishes during the run (start() checked it): an explicit finalize raises and keeps the data."""
+    import shutil
+
+    (tmp_path / "gone").mkdir()
+    sid = proton.start(str(tmp_path / "gone" / "p"), backend="fake")
     fake.launch("k", 9)
+    shutil.rmtree(tmp_path / "gone")
     with pytest.raises(ProtonError, match=r"cannot write session \d+'s profile .*finalize\(\d+, name="):
         proton.finalize(sid)
     paths = proton.finalize(sid, name=str(tmp_path / "second"))
