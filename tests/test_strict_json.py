@@ -153,10 +153,22 @@ KINDS = st.sampled_from(["", " (exc)", " (pty)"])
 CALL = st.tuples(st.sampled_from(["a", "b"]), st.integers(0, 2), KINDS, st.one_of(VALID, INVALID),
                  st.booleans(), st.integers(1, 3))
 _runs = iter(range(10**9))
+
+
+@pytest.fixture(autouse=True, scope="module")
+def hypothesis_home(tmp_path_factory):
+    """Hypothesis keeps its caches under the run's temporary files, not in a .hypothesis folder in the checkout."""
+    from hypothesis import configuration
+
+    old = getattr(configuration, "__hypothesis_home_directory", None)  # None: the default, ./.hypothesis
+    configuration.set_hypothesis_home_dir(str(tmp_path_factory.mktemp("hypothesis")))
+    yield
+    configuration.set_hypothesis_home_dir(old)
 _lock = threading.Lock()
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=40, deadline=None, database=None,  # no .hypothesis folder left in the checkout
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(calls=st.lists(CALL, min_size=1, max_size=6))
 def test_generated_extreme_values_write_strict_json_every_viewer_command_reads(tmp_path, capsys, calls):
     with _lock:
