@@ -11,21 +11,32 @@ temporary files, which pytest keeps for the last few runs only.
 import os
 import tempfile
 
-import pytest
+_saved: list = []
 
 
-@pytest.fixture(autouse=True, scope="session")
-def private_tempdir(tmp_path_factory):
-    """TMPDIR (for child processes) and ``tempfile.tempdir`` (for this one) point into basetemp."""
-    where = str(tmp_path_factory.mktemp("tempdir", numbered=False))
-    old_env, old_tempdir = os.environ.get("TMPDIR"), tempfile.tempdir
+def pytest_sessionstart(session):
+    """Before collection: TMPDIR (for child processes) and ``tempfile.tempdir`` (for this one) point into
+    basetemp, and hypothesis keeps its caches there, not in a .hypothesis folder in the checkout."""
+    factory = getattr(session.config, "_tmp_path_factory", None)  # pytest's own, with the run's basetemp
+    if factory is None:  # the tmpdir plugin is off (-p no:tmpdir): leave the environment alone
+        return
+    where = str(factory.mktemp("tempdir", numbered=False))
+    _saved.append((os.environ.get("TMPDIR"), tempfile.tempdir))
     os.environ["TMPDIR"] = where
     tempfile.tempdir = where
     try:
-        yield where
-    finally:
-        tempfile.tempdir = old_tempdir
-        if old_env is None:
-            os.environ.pop("TMPDIR", None)
-        else:
-            os.environ["TMPDIR"] = old_env
+        from hypothesis import configuration
+    except ImportError:
+        return
+    configuration.set_hypothesis_home_dir(os.path.join(where, "hypothesis"))
+
+
+def pytest_sessionfinish(session):
+    if not _saved:
+        return
+    old_env, old_tempdir = _saved.pop()
+    tempfile.tempdir = old_tempdir
+    if old_env is None:
+        os.environ.pop("TMPDIR", None)
+    else:
+        os.environ["TMPDIR"] = old_env
