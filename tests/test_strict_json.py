@@ -107,6 +107,21 @@ def test_sums_past_a_double_are_clamped_and_counted(tmp_path, capsys):
     strict_loads((tmp_path / "o.json").read_text())
 
 
+def test_files_merged_past_a_double_still_export(tmp_path, capsys):
+    paths = []
+    for run in ("r1", "r2"):
+        proton.start(str(tmp_path / run))
+        with proton.scope("a", {"x": MAX, "y (exc)": MAX}):
+            pass
+        proton.finalize()
+        paths.append(str(tmp_path / f"{run}.hatchet"))
+    for args in (["-m", "x,y (exc)"], ["--html", str(tmp_path / "o.html")], ["--speedscope", str(tmp_path / "o.json")]):
+        assert viewer.main(args + paths) == 0, (args, capsys.readouterr().err)  # y summed over files: inf
+    assert "Traceback" not in capsys.readouterr().err
+    data = html_data(tmp_path / "o.html")
+    assert MAX in [v for tip in data["tip"] for v in tip]
+
+
 def test_clamped_is_reserved():
     from proton_core.metrics import parse_name
 

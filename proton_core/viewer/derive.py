@@ -103,7 +103,7 @@ class Columns:
     def value(self, key: str):
         """Per node: the subtree's sum for inclusive keys, the node's own value for the others."""
         if not is_inclusive(key):
-            return self.table.cols[key]
+            return finite(self.table.cols[key])  # files merged (or diffed) can sum past a double
         sums = self._sums.get(key)
         if sums is None:
             sums = self._sums[key] = subtree_sums(self.table.cols[key], self.order, self.parent)
