@@ -15,7 +15,7 @@ from .contexts.base import CAPTURED
 from .model import Profile, Trace
 from .model.trace import KernelEvent, KernelSlice
 from .model.tree import merge_metrics
-from .metrics import parse_name as parse_metric_name, read_tensor
+from .metrics import PROPERTY, parse_name as parse_metric_name, read_tensor
 from .phases import Phases
 from .tallies import Tallies
 
@@ -170,7 +170,22 @@ class Session:
             else:
                 self.pending.append((self.phases.current, path, name, value))
         if numbers:
+            self._supersede(path, numbers)
             self.profile.tree.add_metrics(path, numbers)
+
+    def _supersede(self, path, numbers) -> None:
+        """A property set now from a plain number replaces the 0-d tensors set before it at the same node, which
+        are read only at finalize and would otherwise win as read last.  ``path``: a tuple, or None to spell
+        the calling thread's (only when such a tensor is pending: rare)."""
+        if not self.pending:
+            return
+        props = {name for name, _ in numbers if name.kind == PROPERTY}
+        if not props:
+            return
+        if path is None:
+            path = tuple(name for _, name in self.base.here())
+        phase = self.phases.current
+        self.pending = [p for p in self.pending if not (p[0] == phase and p[1] == path and p[2] in props)]
 
     def add_numbers_here(self, numbers) -> None:
         """``add_metrics`` of checked plain numbers at the calling thread's context, for per-launch hooks:
@@ -217,6 +232,7 @@ class Session:
             self.pending.extend((self.phases.current, path, name, value) for name, value in parsed
                                 if not isinstance(value, (int, float)))
         if numbers:
+            self._supersede(None, numbers)
             merge_metrics(self.node_at(THREAD.current), numbers)
 
     def settle(self) -> None:
