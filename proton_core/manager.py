@@ -307,8 +307,7 @@ class Manager:
                 fmt = output_format or session.output_format
                 try:
                     if session.writer is not None:
-                        paths = write_parts(session, fmt, name or session.name, plugins, everything=True,
-                                            fallback=fallback)
+                        paths = write_parts(session, fmt, name or session.name, plugins, everything=True)
                     else:
                         paths = [write(session, fmt, name or session.name, plugins, fallback)]
                 except ProtonError as exc:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 
 __all__ = ["SCOPE_API_CAPSULE", "NATIVE_CONTEXT_CAPSULE", "get_include", "reserve_context_ids",
-           "native_context_setters", "scope_engine_available"]
+           "native_context_setters"]
 
 #: The capsule holding the scope engine's function table (``ProtonScopeAPI`` in scope_api.h).
 SCOPE_API_CAPSULE = "proton_core._scope_fast._C_API"
@@ -49,12 +49,3 @@ def native_context_setters() -> list:
 
     with MANAGER.lock:
         return [c for c in (getattr(s.backend, "native_context", None) for s in MANAGER.running) if c is not None]
-
-
-def scope_engine_available() -> bool:
-    """Whether the core's C extension (and so the C API capsule) was built here."""
-    try:
-        from . import _scope_fast  # noqa: F401
-    except ImportError:
-        return False
-    return True

@@ -88,7 +88,7 @@ def atomic_write(writer, profile, path: str) -> None:
         raise
 
 
-def write_parts(session, fmt: str, name: str, plugins, everything: bool = False, fallback: bool = False) -> list[str]:
+def write_parts(session, fmt: str, name: str, plugins, everything: bool = False) -> list[str]:
     """Write complete phases (all kept ones with ``everything``) to ``<name>.part_<N>`` and free them.
 
     A part that cannot be written stays kept, with every later one (so parts are written in order),
