@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import os
+import sys
 
 try:
     import tomllib
@@ -57,3 +58,27 @@ def choose_backend(requested: str | None) -> tuple[str | None, str]:
     if table.get("backend"):
         return table["backend"], f"[tool.proton] in {path}"
     return None, "auto"
+
+
+#: Environment variables that switch profiling off: ours, and Triton's (``triton.knobs.proton.disable``).
+DISABLE_VARIABLES = ("PROTON_DISABLE", "TRITON_PROTON_DISABLE")
+
+
+def _truthy(text: str | None) -> bool:
+    return (text or "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def disabled() -> bool:
+    """Whether profiling is switched off: ``PROTON_DISABLE`` or ``TRITON_PROTON_DISABLE`` set to 1/true/yes/on,
+    or, where the program imported Triton, ``triton.knobs.proton.disable`` set true.
+
+    Read at each ``start()``: a program (or a test) may switch it between sessions, as with Triton.
+    """
+    if any(_truthy(os.environ.get(var)) for var in DISABLE_VARIABLES):
+        return True
+    triton = sys.modules.get("triton")  # never imported here: only a Triton the program loaded is asked
+    knobs = getattr(getattr(triton, "knobs", None), "proton", None)
+    try:
+        return knobs is not None and bool(getattr(knobs, "disable", False))
+    except Exception:  # a Triton whose knobs cannot be read (a partial install): our variables decide
+        return False

@@ -257,3 +257,32 @@ class ContextSource:
         """Return the (path, kernel name) a kernel record is filed under; a third item, if given,
         is ``[(metric name, number)]`` set on the kernel's node (properties: ``name (pty)``)."""
         return path, kernel
+
+
+# --------------------------------------------------------- upstream's depth ----
+#: The open sessions' base contexts, {session id: "shadow" | "python" | ...}: set by the package
+#: (proton_core/__init__), since the manager that holds the sessions sits above this module.
+open_contexts = dict
+
+
+def depth(session: int | None = 0) -> int | None:
+    """How deep the calling thread's context is in ``session``: upstream's ``proton.context.depth``.
+
+    The number of scopes open on this thread for a ``shadow`` session, of Python frames (the profiler's
+    own left out) for a ``python`` one; None while no session is open (profiling off, as upstream).
+    An id no open session has is an error.
+    """
+    contexts = open_contexts()
+    if not contexts:
+        return None
+    if session not in contexts:
+        from .errors import ProtonError
+
+        known = ", ".join(str(k) for k in contexts)
+        raise ProtonError(f"Session has not been initialized: {session} "
+                          f"(no session {session} is open; open sessions: {known})")
+    if SETTLERS:
+        settle()
+    if contexts[session] == "python":
+        return len(capture_frames(sys._getframe(1)))
+    return len(THREAD.stack)
