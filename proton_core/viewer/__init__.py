@@ -65,7 +65,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="Python frames (file:line@function) as: full (path:line@function), file_function_line "
                              "(file:line@function), function_line (line@function), file_function (file@function)")
     parser.add_argument("--print-sorted", "--print_sorted", dest="print_sorted", action="store_true",
-                        help="also list kernels (leaf frames) sorted by the first metric")
+                        help="also list every frame but the root (scopes, Python frames, kernels) sorted by the "
+                             "first metric, as upstream does")
     parser.add_argument("-diff", "--diff-profile", dest="diff_profile", default=None, metavar="OTHER",
                         help="show this profile minus OTHER, node by node")
     parser.add_argument("--full-names", action="store_true",

@@ -88,31 +88,30 @@ def tree_lines(table, columns: list, headers: list[str], root_words: str, name_o
 
 
 def sorted_kernels(table, first) -> list[int]:
-    """``--print-sorted``'s nodes: kernels (leaves run on a device; every leaf if none did), largest first.
+    """``--print-sorted``'s nodes: every frame of the tree but the root, largest first, as upstream lists them.
 
-    A kernel with places inside it (source lines of instruction samples) still counts as a leaf: its
-    children are ``inner`` nodes, never listed here.  Nodes without a value for the first metric come last.
+    Upstream's viewer sorts its whole frame table (scopes, Python frames,
+    kernels, the places inside a kernel) by the first metric and leaves out
+    the first row, meaning the root; here the root is left out by name, since
+    with an exclusive metric (``cpu_time``) the largest row need not be it.
+    The list is taken after ``-i``/``-e``/``-t`` and before ``-d``, as
+    upstream's.  Frames without a value for the first metric come last; ties
+    keep tree order.
     """
     order, _ = table.walk()
-    kids, root, inner = table.kids, table.root, table.inner
-    if any(inner):
-        leaves = [i for i in order
-                  if i != root and not inner[i] and (not kids[i] or any(inner[k] for k in kids[i]))]
-    else:
-        leaves = [i for i in order if not kids[i] and i != root]
-    on_device = [i for i in leaves if table.labels["device_id"][i] is not None]
-    leaves = on_device or leaves
-    valued = [i for i in leaves if first[i] == first[i]]
+    root = table.root
+    frames = [i for i in order if i != root]
+    valued = [i for i in frames if first[i] == first[i]]
     valued.sort(key=first.__getitem__, reverse=True)  # stable: ties keep tree order
-    return valued + [i for i in leaves if first[i] != first[i]]
+    return valued + [i for i in frames if first[i] != first[i]]
 
 
 def kernel_lines(table, leaves: list[int], columns: list, headers: list[str], name_of):
-    """The sorted kernel list: a title, a header, a line per kernel (name first)."""
+    """The sorted list: a title (upstream's words), a header, a line per frame (name first)."""
     printed = {n: name_of(n) for n in {table.names[i] for i in leaves}}
     shown = [printed[table.names[i]] for i in leaves]
-    width = max([len(n) for n in shown] + [len("kernel")])
+    width = max([len(n) for n in shown] + [len("name")])
     widths = [max(12, column_width(h, c, leaves)) for h, c in zip(headers, columns)]
     yield f"kernels sorted by {headers[0]}:"
-    yield f"{'kernel':<{width}}  " + "  ".join(f"{h:>{w}}" for h, w in zip(headers, widths))
+    yield f"{'name':<{width}}  " + "  ".join(f"{h:>{w}}" for h, w in zip(headers, widths))
     yield from (f"{name:<{width}}  {row}" for name, row in zip(shown, rows(columns, widths, leaves)))
