@@ -9,8 +9,24 @@ already covers its children's) are never summed.
 from __future__ import annotations
 
 
-def is_inclusive(key: str) -> bool:
-    """Whether ``key`` adds up from children into their parents."""
+def kind(key: str, kinds: dict | None = None) -> str:
+    """``"inc"``, ``"exc"`` or ``"pty"``: from ``kinds`` (what a file says of its keys) where it names
+    ``key``, else from the spelling (decision 0210: upstream's files cut the suffix, their root tells)."""
+    if kinds:
+        found = kinds.get(key)
+        if found is not None:
+            return found
+    if key.endswith("(pty)"):
+        return "pty"
+    if key.endswith("(exc)") or key.startswith("cpu_time"):
+        return "exc"
+    return "inc"
+
+
+def is_inclusive(key: str, kinds: dict | None = None) -> bool:
+    """Whether ``key`` adds up from children into their parents (``kinds``: as :func:`kind`)."""
+    if kinds and key in kinds:
+        return kinds[key] == "inc"
     return not (key.endswith(("(exc)", "(pty)")) or key.startswith("cpu_time"))
 
 

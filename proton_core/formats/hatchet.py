@@ -24,6 +24,7 @@ import sys
 from ..errors import ProtonError
 from ..metrics import CLAMPED_KEY, COUNT_KEY, DEVICE_ID_KEY, DEVICE_TYPE_KEY, MAX_VALUE, TIME_KEY
 from ..model.read import LABEL_KEYS, ReadNode, ReadProfile
+from . import keys
 
 DROPPED_KEY = "dropped"
 UNOBSERVED_KEY = "unobserved (ns)"
@@ -75,12 +76,16 @@ def _clamped(metrics: dict) -> dict:
     return out
 
 
-def _literals(node) -> list[dict]:
-    """A data-model node as literal nodes: one per device it ran on; the first carries its metrics."""
+def _literals(node, names: dict | None = None) -> list[dict]:
+    """A data-model node as literal nodes: one per device it ran on; the first carries its metrics.
+
+    ``names`` renames metric keys as they go to the file (:func:`keys.file_names`)."""
     runs = sorted(node.kernels.items()) or [None]
     out = []
     for i, run in enumerate(runs):
         metrics = _clamped(node.metrics) if i == 0 else {}
+        if names and metrics:
+            metrics = {names.get(k, k): v for k, v in metrics.items()}
         if run is not None:
             (device_type, device_id), (time_ns, count) = run
             metrics[TIME_KEY] = time_ns
@@ -92,14 +97,16 @@ def _literals(node) -> list[dict]:
     return out
 
 
-def literal(tree) -> dict:
-    """A :class:`~proton_core.model.Tree`'s root as a hatchet literal node, built iteratively."""
-    (root,) = _literals(tree.root)
+def literal(tree, names: dict | None = None) -> dict:
+    """A :class:`~proton_core.model.Tree`'s root as a hatchet literal node, built iteratively.
+
+    Metric keys are the program's names; ``names`` (:func:`keys.file_names`) renames them."""
+    (root,) = _literals(tree.root, names)
     stack = [(tree.root, root["children"])]
     while stack:
         node, out = stack.pop()
         for child in node.children.values():
-            lits = _literals(child)
+            lits = _literals(child, names)
             out.extend(lits)
             if child.children:  # a node's children hang under its first device's literal
                 stack.append((child, lits[0]["children"]))
@@ -129,10 +136,26 @@ def document(profile, metadata: dict | None = None) -> list:
     time the backend could not see launches is its ``unobserved (ns)``, kernels
     counted without a duration its ``untimed``.  ``metadata`` (strings) goes
     under the root's ``metadata`` key.
+
+    Metric keys are written as upstream writes them (decision 0210): ``"a (exc)"``
+    as ``"a"``, and every inclusive metric on the root; the root's ``metadata``
+    records both (:mod:`proton_core.formats.keys`), so our readers read the file
+    as the program named its metrics.
     """
-    root = literal(profile.tree)
-    if metadata:
-        root[METADATA_KEY] = metadata
+    used = metric_keys(profile.tree)
+    names = keys.file_names(used)
+    root = literal(profile.tree, names)
+    marks = keys.root_marks(used, names, root["metrics"])
+    for key in marks:
+        root["metrics"][key] = 0
+    meta = dict(metadata or {})
+    if names:
+        meta[keys.NAMES_KEY] = {written: key for key, written in sorted(names.items())}
+    if marks:
+        meta[keys.MARKS_KEY] = marks
+    if meta:
+        root[METADATA_KEY] = meta
+        root["children"] = root.pop("children")  # children last, as the iterative encoder writes them
     if profile.dropped:
         root["metrics"][DROPPED_KEY] = profile.dropped
     if profile.unobserved_ns:
@@ -140,6 +163,18 @@ def document(profile, metadata: dict | None = None) -> list:
     if profile.untimed:
         root["metrics"][UNTIMED_KEY] = profile.untimed
     return [root, profile.device_info()]
+
+
+def metric_keys(tree) -> set:
+    """Every metric key a :class:`~proton_core.model.Tree`'s nodes hold (iteratively: trees can be deep)."""
+    found: set = set()
+    stack = [tree.root]
+    while stack:
+        node = stack.pop()
+        if node.metrics:
+            found.update(node.metrics)
+        stack.extend(node.children.values())
+    return found
 
 
 def write(profile, path: str, metadata: dict | None = None) -> None:
@@ -207,22 +242,52 @@ def _loads(text: str, object_hook=None, parse_constant=None):
 
 # ------------------------------------------------------------------ reader ----
 def read(path) -> ReadProfile:
-    """Read a hatchet file (ours or upstream's) as written, nodes and all; HatchetError says why not."""
+    """Read a hatchet file (ours or upstream's, JSON or MessagePack) as written, nodes and all;
+    HatchetError says why not.  Metric keys are as the program named them (see :func:`read_document`);
+    ``kinds`` holds what an upstream file's keys do not say (:func:`proton_core.formats.keys.upstream_kinds`)."""
     root, devices = read_document(path)
     meta = root.get(METADATA_KEY)
-    return ReadProfile(str(path), _tree(root, str(path)), devices, meta if isinstance(meta, dict) else {})
+    profile = ReadProfile(str(path), _tree(root, str(path)), devices, meta if isinstance(meta, dict) else {})
+    if not keys.is_ours(meta):
+        profile.kinds = keys.upstream_kinds(profile.metric_keys(), profile.root.metrics)
+    return profile
 
 
 def read_document(path) -> list:
-    """The file's JSON as ``[root literal, device_info]`` (``{}`` where it has none), nodes unchecked."""
+    """The file as ``[root literal, device_info]`` (``{}`` where it has none), nodes unchecked.
+
+    JSON or, where the file is one, MessagePack (``hatchet_msgpack``).  In our
+    files, metric keys come back as the program named them (``"a (exc)"``, which
+    the file holds as upstream does: ``"a"``) and the root's zeros that mark
+    inclusive metrics for upstream's viewer are dropped (decision 0210).
+    """
     path = str(path)
-    doc = parse(read_text(path), path)
+    if is_msgpack(path):
+        from . import hatchet_msgpack  # here: msgpack loads only for its files
+
+        doc = hatchet_msgpack.load(path)
+    else:
+        doc = parse(read_text(path), path)
     if isinstance(doc, list) and doc and isinstance(doc[0], dict):
         devices = doc[1] if len(doc) > 1 and isinstance(doc[1], dict) else {}
-        return [doc[0], devices]
+        return [keys.normalize(doc[0]), devices]
     if isinstance(doc, dict):  # a bare root node
-        return [doc, {}]
+        return [keys.normalize(doc), {}]
     raise not_profile(path, "expected a JSON list [root, device_info]")
+
+
+#: First bytes of a MessagePack document that is a list or a map (a JSON text starts with '[', '{' or a blank).
+MSGPACK_STARTS = frozenset(range(0x80, 0xA0)) | {0xDC, 0xDD, 0xDE, 0xDF}
+
+
+def is_msgpack(path: str) -> bool:
+    """Whether the file at ``path`` is MessagePack (by its first byte; False where it cannot be read)."""
+    try:
+        with open(path, "rb") as f:
+            first = f.read(1)
+    except OSError:
+        return False
+    return bool(first) and first[0] in MSGPACK_STARTS
 
 
 def read_text(path) -> str:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..inclusive import is_inclusive
 from ..metrics import DEVICE_ID_KEY, DEVICE_TYPE_KEY
 
 #: Keys that label a kernel node rather than measure it.
@@ -59,6 +60,13 @@ class ReadProfile:
     devices: dict = field(default_factory=dict)
     #: The root's ``metadata`` (what the file is), ``{}`` where the writer gave none (upstream's files).
     metadata: dict = field(default_factory=dict)
+    #: Kinds (``"exc"``, ``"pty"``) of keys whose spelling does not tell it: an upstream file writes
+    #: ``"a (exc)"`` as ``"a"``, and only its root says which keys add up (decision 0210).
+    kinds: dict = field(default_factory=dict)
+
+    def is_inclusive(self, key: str) -> bool:
+        """Whether ``key`` adds up from children into their parents, in this file."""
+        return is_inclusive(key, self.kinds)
 
     def metric_keys(self) -> list[str]:
         """Raw metric names present anywhere, in first-seen order."""

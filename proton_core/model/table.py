@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 from array import array
 
+from ..inclusive import is_inclusive, kind
 from .read import LABEL_KEYS
 
 NAN = math.nan
@@ -34,6 +35,8 @@ class Table:
         self.metadata: dict = {}
         self.base: dict[str, array] = {}  # of a diff: the first profile's own values (see combine.diff)
         self.inner = bytearray()  # 1: a place inside a kernel (frame type in_kernel), below its kernel's node
+        #: Kinds ("exc", "pty") of keys whose spelling does not tell it (an upstream file's, decision 0210)
+        self.kinds: dict[str, str] = {}
 
     @property
     def size(self) -> int:
@@ -69,6 +72,14 @@ class Table:
             return None
         kind = self.labels[DEVICE_TYPE][i]
         return ("" if kind is None else str(kind), str(dev))
+
+    def is_inclusive(self, key: str) -> bool:
+        """Whether ``key`` adds up from children into their parents, in this profile."""
+        return is_inclusive(key, self.kinds)
+
+    def kind(self, key: str) -> str:
+        """``"inc"``, ``"exc"`` or ``"pty"`` of ``key`` in this profile."""
+        return kind(key, self.kinds)
 
     def metric_keys(self) -> list[str]:
         """Raw metric names present: the root's first (what upstream's root marks), then as first seen."""

@@ -1,6 +1,7 @@
-"""The hatchet sink: registers the hatchet JSON writer.
+"""The hatchet sinks: hatchet JSON (``.hatchet``) and hatchet MessagePack (``.hatchet_msgpack``), as upstream.
 
-The format itself, writer and reader together, is :mod:`proton_core.formats.hatchet`.
+The formats themselves, writer and reader together, are :mod:`proton_core.formats.hatchet`
+and :mod:`proton_core.formats.hatchet_msgpack`.
 """
 
 from __future__ import annotations
@@ -14,7 +15,16 @@ def write(profile, path: str) -> None:
     hatchet.write(profile, path, metadata=hatchet.metadata(profile))
 
 
+def write_msgpack(profile, path: str) -> None:
+    """The same document in MessagePack (upstream's ``hatchet_msgpack``), metadata and all."""
+    from ..formats import hatchet_msgpack  # here: msgpack loads only for sessions that write it
+
+    hatchet_msgpack.write(profile, path, metadata=hatchet.metadata(profile))
+
+
 @hookimpl
 def proton_register_sinks(register):
     register("hatchet", write, extension="hatchet", data=("tree", "trace"),
              description="call tree as hatchet JSON (proton-view, hatchet)")
+    register("hatchet_msgpack", write_msgpack, extension="hatchet_msgpack", data=("tree", "trace"),
+             description="call tree as hatchet MessagePack, as upstream's hatchet_msgpack (proton-view reads it)")

@@ -33,6 +33,7 @@ def diff(a: Table, b: Table) -> Table:
 def _combine(a: Table, b: Table, subtract: bool) -> Table:
     out = Table(a.path)
     out.metadata = a.metadata
+    out.kinds = {**b.kinds, **a.kinds}  # what each file says of its keys (an upstream file's root)
     map_a, map_b = _match(a, b, out)
     for key in dict.fromkeys([*a.cols, *b.cols]):
         col = array("d", [NAN]) * out.size
@@ -45,7 +46,7 @@ def _combine(a: Table, b: Table, subtract: bool) -> Table:
             out.base[key] = array("d", col)
         src = b.cols.get(key)
         if src is not None:
-            last_wins = not subtract and key.endswith("(pty)")
+            last_wins = not subtract and out.kind(key) == "pty"
             for j, v in zip(map_b, src):
                 if j >= 0 and v == v:
                     if last_wins:

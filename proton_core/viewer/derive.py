@@ -14,6 +14,7 @@ import re
 import sys
 
 from ..inclusive import is_inclusive
+from ..inclusive import kind as kind_of
 from .errors import MissingMetric, ViewerError
 from .peaks import peak_bandwidth, peak_flops
 
@@ -102,7 +103,7 @@ class Columns:
     # --------------------------------------------------------- raw values ----
     def value(self, key: str):
         """Per node: the subtree's sum for inclusive keys, the node's own value for the others."""
-        if not is_inclusive(key):
+        if not self.table.is_inclusive(key):
             return finite(self.table.cols[key])  # files merged (or diffed) can sum past a double
         sums = self._sums.get(key)
         if sums is None:
@@ -111,7 +112,7 @@ class Columns:
 
     def total(self, key: str) -> float:
         """The whole profile's amount of ``key``: the root's sum, or every shown node's for exclusive ones."""
-        if is_inclusive(key):
+        if self.table.is_inclusive(key):
             return self.value(key)[self.table.root]
         col = self.table.cols[key]
         return sum(v for v in (col[i] for i in self.order) if v == v)
@@ -247,12 +248,16 @@ def default_metrics(table, keys: list[str]) -> list[str]:
     return ["time/ns", samples_key] if timed else [samples_key]
 
 
-def describe(keys: list[str], kernels_with_lines=()) -> list[str]:
+KIND_WORDS = {"inc": "inclusive", "exc": "exclusive", "pty": "property"}
+
+
+def describe(keys: list[str], kernels_with_lines=(), kinds: dict | None = None) -> list[str]:
     """Lines for ``-l``: raw metrics with their kind, then derived forms this profile supports,
-    and the kernels ``--lines`` can list."""
+    and the kernels ``--lines`` can list.  ``kinds``: what the file says of keys their spelling
+    does not tell (:attr:`proton_core.model.table.Table.kinds`)."""
     lines = ["metrics in this profile:"]
     for key in keys:
-        kind = "inclusive" if is_inclusive(key) else ("property" if key.endswith("(pty)") else "exclusive")
+        kind = KIND_WORDS[kind_of(key, kinds)]
         lines.append(f"  {key:<28} {kind}")
     derived = []
     has = lambda name: find_raw(name, keys) is not None  # noqa: E731
@@ -276,7 +281,8 @@ def describe(keys: list[str], kernels_with_lines=()) -> list[str]:
         derived.append("normalized_cycles")
     if has("samples"):
         derived.append("samples/%")
-    derived += [f"{key.split('(')[0].strip()}/%" for key in keys if key.startswith("stall_") and is_inclusive(key)]
+    derived += [f"{key.split('(')[0].strip()}/%" for key in keys
+                if key.startswith("stall_") and is_inclusive(key, kinds)]
     lines.append("derived metrics available: " + (", ".join(derived) if derived else "none"))
     if kernels_with_lines:
         shown = list(kernels_with_lines)

@@ -14,7 +14,7 @@ import math
 from array import array
 from itertools import chain
 
-from ..formats import hatchet
+from ..formats import hatchet, keys
 from ..formats.hatchet import INNER_TYPE, LABEL_KEYS, METADATA_KEY
 from ..model.table import NAN, Table
 
@@ -29,6 +29,8 @@ def read(path) -> Table:
     writes (decision 0180) but other writers may: the viewer says so.
     """
     path = str(path)
+    if hatchet.is_msgpack(path):
+        return _read_msgpack(path)
     text = hatchet.read_text(path)
     loader = _Loader(path, text.count('"frame"') + 1)  # an upper bound on the nodes
     try:
@@ -37,6 +39,36 @@ def read(path) -> Table:
         raise hatchet.not_profile(path, "unexpected nested 'frame' objects") from None
     del text
     return loader.finish(doc)
+
+
+def _read_msgpack(path: str) -> Table:
+    """A ``hatchet_msgpack`` file: decoded whole, then its nodes through the same hook, children first."""
+    from ..formats import hatchet_msgpack
+
+    doc = hatchet_msgpack.load(path)
+    if isinstance(doc, list) and doc and isinstance(doc[0], dict):
+        root = doc[0]
+    elif isinstance(doc, dict):
+        root, doc = doc, [doc]
+    else:
+        raise hatchet.not_profile(path, "expected a list [root, device_info]")
+    nodes, stack = [], [root]
+    while stack:  # pre-order; reversed below, every node comes after its children
+        node = stack.pop()
+        if isinstance(node, dict) and isinstance(node.get("frame"), dict):
+            nodes.append(node)
+            kids = node.get("children")
+            if isinstance(kids, list):
+                stack.extend(kids)
+    loader = _Loader(path, len(nodes))
+    index: dict[int, int] = {}  # id of a node dict -> its index in the table
+    for node in reversed(nodes):
+        kids = node.get("children")
+        literal = node
+        if isinstance(kids, list) and kids:
+            literal = dict(node, children=[index[id(k)] if id(k) in index else k for k in kids])
+        index[id(node)] = loader.hook(literal)
+    return loader.finish([index[id(root)], *doc[1:2]])
 
 
 class _Loader:
@@ -149,4 +181,24 @@ class _Loader:
         table.devices = devices
         table.metadata = self.metadata.get(root, {})
         table.unreadable = self.unreadable[0]
+        _apply_naming(table)
         return table
+
+
+def _apply_naming(table: Table) -> None:
+    """Our file: the program's metric names back, the root's marking zeros dropped (as if never written).
+    Another writer's file: its keys the root lacks are exclusive (:func:`keys.upstream_kinds`, decision 0210)."""
+    meta, root = table.metadata, table.root
+    if not keys.is_ours(meta):
+        present = [k for k, col in table.cols.items() if col[root] == col[root]]  # not NaN: the root has it
+        table.kinds = keys.upstream_kinds(table.cols, present)
+        return
+    for key in keys.marks(meta):
+        col = table.cols.get(key)
+        if col is not None and col[root] == 0:
+            col[root] = NAN
+            if not any(v == v for v in col):
+                del table.cols[key]
+    names = keys.restored_names(meta)
+    if names and any(k in names for k in table.cols):
+        table.cols = {names.get(k, k): col for k, col in table.cols.items()}
