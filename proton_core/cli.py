@@ -401,7 +401,20 @@ def write_at_end(status: int) -> int:
     return status
 
 
+def launcher_files() -> set[str]:
+    """Files whose frames sit above the program's: what started this command (``bin/proton-profile``, or
+    runpy and ``proton_core/__main__.py`` under ``python -m``) and runpy, through which a module runs."""
+    run_code = getattr(runpy, "_run_code", None)
+    files = {runpy.__file__, run_code.__code__.co_filename if run_code is not None else runpy.__file__}
+    frame = sys._getframe(1)
+    while frame is not None:
+        files.add(frame.f_code.co_filename)
+        frame = frame.f_back
+    return files
+
+
 def profile_program(options: dict, kind: str, target: str, args: list[str]) -> int:
+    from .contexts.python import launched_by
     from .manager import MANAGER
 
     try:
@@ -409,21 +422,22 @@ def profile_program(options: dict, kind: str, target: str, args: list[str]) -> i
     except UsageError as exc:
         raise UsageError(f"{exc}{mode_hint(options)}") from None
     own_path0 = launcher_path0()
-    MANAGER.start(output_name(options), context=options.get("context", "shadow"), data=options.get("data", "tree"),
-                  backend=options.get("backend"), mode=options.get("mode"), hook=options.get("hook"),
-                  output_format=options.get("output_format"))
-    MANAGER.cli_owned = True
-    status = 0
-    try:
-        status = execute(kind, target, args, own_path0)
-    except UsageError:  # the module was not found: write nothing
-        MANAGER.reset()
-        raise
-    except KeyboardInterrupt:  # Ctrl-C between the program's end and the write
-        status = 130
-    finally:
-        MANAGER.cli_owned = False
-    return write_at_end(status)
+    with launched_by(launcher_files()):  # python-context paths begin at the program, not at us
+        MANAGER.start(output_name(options), context=options.get("context", "shadow"), data=options.get("data", "tree"),
+                      backend=options.get("backend"), mode=options.get("mode"), hook=options.get("hook"),
+                      output_format=options.get("output_format"))
+        MANAGER.cli_owned = True
+        status = 0
+        try:
+            status = execute(kind, target, args, own_path0)
+        except UsageError:  # the module was not found: write nothing
+            MANAGER.reset()
+            raise
+        except KeyboardInterrupt:  # Ctrl-C between the program's end and the write
+            status = 130
+        finally:
+            MANAGER.cli_owned = False
+        return write_at_end(status)
 
 
 def main(argv: list[str] | None = None) -> int:
