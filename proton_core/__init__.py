@@ -17,14 +17,14 @@ from .errors import ProtonError
 from .manager import MANAGER
 from .plugins import hookimpl
 from .scope import cpu_timed_scope, enter_scope, exit_scope, scope
-from .state import enter_state, exit_state, state
+from .state import enter_state, exit_state, metadata_state, state
 
 context.open_contexts = lambda: {sid: s.context for sid, s in MANAGER.sessions.items()}  # for context.depth
 on_import.run()  # plugins' steps that must precede the program's first call (NVTX's injection path)
 
 __all__ = [
     "start", "finalize", "activate", "deactivate", "profile", "scope", "cpu_timed_scope", "state",
-    "enter_scope", "exit_scope", "enter_state", "exit_state", "hookimpl", "ProtonError", "__version__",
+    "enter_scope", "exit_scope", "enter_state", "exit_state", "metadata_state", "hookimpl", "ProtonError", "__version__",
     "DEFAULT_PROFILE_NAME", "context", "data", "mode",
 ]
 

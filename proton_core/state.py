@@ -12,7 +12,11 @@ from .context import THREAD
 from .manager import MANAGER
 from .scope import _check_name, state
 
-__all__ = ["state", "enter_state", "exit_state"]
+__all__ = ["state", "enter_state", "exit_state", "metadata_state", "COMPUTE_METADATA_SCOPE_NAME"]
+
+#: Upstream's name for the work a profiler hook does to compute launch metadata; viewers hide it
+#: (proton_core.viewer.shape.METADATA_SCOPE is the same name).
+COMPUTE_METADATA_SCOPE_NAME = "__proton_launch_metadata"
 
 
 def _set(name: str | None) -> None:
@@ -35,3 +39,10 @@ def exit_state() -> None:
     """Undo the last ``enter_state`` on this thread (with none open: clear the state, as upstream)."""
     saved = THREAD.__dict__.get("saved_states")
     _set(saved.pop() if saved else None)
+
+
+def metadata_state() -> state:
+    """``with proton.metadata_state(): ...``: kernels launched inside (a tensor metric's own reduction,
+    ``a.sum()``) are filed under :data:`COMPUTE_METADATA_SCOPE_NAME`, which viewers hide, not among the
+    program's kernels.  Upstream main's name (after 3.6); its semantics here are read from upstream's tests."""
+    return state(COMPUTE_METADATA_SCOPE_NAME)

@@ -88,7 +88,8 @@ rm -rf "$RUN"
 mkdir -p "$RUN"
 cp -r "$COPY"/. "$RUN"/
 printf '[pytest]\naddopts = -p upstream_alias -p no:cacheprovider --continue-on-collection-errors\n' > "$RUN/pytest.ini"
-# upstream's conftest (fresh_knobs) is replaced by the alias's: its own imports Triton's test helpers.
+# upstream's conftest (fresh_knobs) and Triton's (device) are written here: fresh_knobs from triton._internal_testing
+# (Triton's own where it is installed, the alias's stand-in elsewhere).
 cat > "$RUN/conftest.py" <<'EOF'
 import pytest
 
@@ -101,6 +102,12 @@ def fresh_knobs():
         yield fresh()
     finally:
         reset()
+
+
+@pytest.fixture
+def device():
+    """Triton's test suite's device (its --device option, default cuda; torch names HIP devices cuda too)."""
+    return "cuda"
 EOF
 # Triton installs proton-viewer and proton; ours are proton-view and proton-profile.
 mkdir -p "$RUN/bin"

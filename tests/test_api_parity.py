@@ -191,3 +191,18 @@ def test_deactivate_with_flushing_routes_what_was_delivered(tmp_path, monkeypatc
     monkeypatch.undo()
     assert node(proton.data.get(sid)[0], "s", "k")["metrics"]["time (ns)"] == 2
     proton.finalize()
+
+
+def test_metadata_state_files_kernels_under_upstreams_hidden_name(tmp_path, fake):
+    proton.start(str(tmp_path / "p"), backend="fake")
+    with proton.scope("s"):
+        with proton.metadata_state():
+            fake.launch("reduce", 1)
+        fake.launch("work", 2)
+    proton.finalize()
+    root, _ = load(tmp_path / "p.hatchet")
+    assert node(root, "s", "__proton_launch_metadata", "reduce")["metrics"]["time (ns)"] == 1
+    assert node(root, "s", "work")["metrics"]["time (ns)"] == 2
+    from proton_core.state import COMPUTE_METADATA_SCOPE_NAME
+    from proton_core.viewer.shape import METADATA_SCOPE
+    assert COMPUTE_METADATA_SCOPE_NAME == METADATA_SCOPE  # the name our viewer hides, as upstream's does
