@@ -88,27 +88,8 @@ rm -rf "$RUN"
 mkdir -p "$RUN"
 cp -r "$COPY"/. "$RUN"/
 printf '[pytest]\naddopts = -p upstream_alias -p no:cacheprovider --continue-on-collection-errors\n' > "$RUN/pytest.ini"
-# upstream's conftest (fresh_knobs) and Triton's (device) are written here: fresh_knobs from triton._internal_testing
-# (Triton's own where it is installed, the alias's stand-in elsewhere).
-cat > "$RUN/conftest.py" <<'EOF'
-import pytest
-
-
-@pytest.fixture
-def fresh_knobs():
-    from triton._internal_testing import _fresh_knobs_impl
-    fresh, reset = _fresh_knobs_impl()
-    try:
-        yield fresh()
-    finally:
-        reset()
-
-
-@pytest.fixture
-def device():
-    """Triton's test suite's device (its --device option, default cuda; torch names HIP devices cuda too)."""
-    return "cuda"
-EOF
+# upstream's conftest fixtures (fresh_knobs, device) come from the alias plugin.
+rm -f "$RUN/conftest.py"
 # Triton installs proton-viewer and proton; ours are proton-view and proton-profile.
 mkdir -p "$RUN/bin"
 printf '#!/bin/sh\nexec %s -m proton_core.viewer "$@"\n' "$PY" > "$RUN/bin/proton-viewer"

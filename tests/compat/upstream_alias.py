@@ -18,6 +18,8 @@ import os
 import sys
 import types
 
+import pytest
+
 #: upstream module name -> ours (the part after ``triton.profiler``)
 SUBMODULES = {
     "": "proton_core",
@@ -156,6 +158,24 @@ def install() -> None:
 
 
 install()
+
+
+@pytest.fixture
+def fresh_knobs():
+    """Upstream's conftest fixture: Triton's knobs, reset after the test (the stand-in's without Triton)."""
+    from triton._internal_testing import _fresh_knobs_impl
+
+    fresh, reset = _fresh_knobs_impl()
+    try:
+        yield fresh()
+    finally:
+        reset()
+
+
+@pytest.fixture
+def device():
+    """Triton's test suite's device (its --device option, default cuda; torch names HIP devices cuda too)."""
+    return "cuda"
 
 
 def pytest_report_header(config):
