@@ -2,7 +2,10 @@
 
 The page is the bundle built from ``js/`` (d3-flame-graph and the d3 modules
 it uses, in ``static/``), the profile as a JSON block, and the bundle's licence
-texts: no network, no npm at run time.
+texts: no network, no npm at run time.  The page opens on the first of the
+block's metrics: the one ``-m`` names first, else the one that covers the
+profile (GPU time, else ``cpu_time``; decision 0222), so no frame is drawn
+zero-wide only because the page opened on a metric few frames carry.
 """
 
 from __future__ import annotations
@@ -13,7 +16,9 @@ import os
 from pathlib import Path
 
 from .._version import __version__
+from .derive import find_raw
 from .flame import Frames
+from .graphframe import covering_metric
 
 STATIC = Path(__file__).with_name("static")
 BUNDLE = STATIC / "flamegraph.bundle.js"
@@ -42,8 +47,29 @@ def _numbers(values) -> list:
     return [None if v != v else v for v in values]
 
 
+def opening_metric(view, frames: Frames) -> int:
+    """Which of ``frames.metrics`` the page opens on: ``-m``'s first where it names one of them, else the
+    metric that covers the profile: GPU time where a frame has it, else ``cpu_time``, else the one most
+    frames carry."""
+    metrics = frames.metrics
+    if view.args.metrics:
+        first = view.headers[0]
+        key = find_raw(first, metrics) or find_raw(first.split("/")[0], metrics)
+        if key is not None:
+            return metrics.index(key)
+    cols, order = view.table.cols, frames.order
+
+    def carried(key: str) -> int:
+        col = cols[key]
+        return sum(1 for i in order if (v := col[i]) == v and v != 0)
+
+    return metrics.index(covering_metric(metrics, carried))
+
+
 def page_data(view, frames: Frames) -> dict:
     """The JSON the page reads: flat arrays over the frames in pre-order (any depth, no nesting)."""
+    first = opening_metric(view, frames)
+    ranked = [first] + [k for k in range(len(frames.metrics)) if k != first]  # the page opens on metrics[0]
     index: dict[str, int] = {}
     name_ids = [index.setdefault(n, len(index)) for n in frames.names]
     calc, order = view.calc, frames.order
@@ -56,9 +82,9 @@ def page_data(view, frames: Frames) -> dict:
         "names": list(index),
         "name": name_ids,
         "parent": frames.parent,
-        "metrics": frames.metrics,
-        "value": frames.widths,
-        "delta": frames.deltas if frames.diff else None,
+        "metrics": [frames.metrics[k] for k in ranked],
+        "value": [frames.widths[k] for k in ranked],
+        "delta": [frames.deltas[k] for k in ranked] if frames.diff else None,
         "tips": tips,
         "tip": [_numbers(values[i] for i in order) for values in tip_values],
     }
