@@ -108,6 +108,14 @@ def test_the_msgpack_fixture_is_the_json_fixture():
     assert hatchet.read_document(os.path.join(DATA, "upstream.hatchet_msgpack")) == packed  # untouched: not ours
 
 
+def test_our_packer_writes_the_msgpack_librarys_bytes():
+    """Node by node (any depth), yet byte for byte what msgpack.packb and upstream's writer give."""
+    with open(os.path.join(DATA, "upstream.hatchet_msgpack"), "rb") as f:
+        data = f.read()
+    doc = msgpack.unpackb(data, raw=False, strict_map_key=False)
+    assert hatchet_msgpack.packb(doc) == msgpack.packb(doc, use_bin_type=True) == data
+
+
 def test_merged_upstream_files_keep_their_kinds(tmp_path):
     path = os.path.join(DATA, "upstream.hatchet")
     merged = combine.merge(read_table(path), read_table(path))

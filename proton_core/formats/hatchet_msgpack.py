@@ -45,6 +45,15 @@ def dump(doc: list, out) -> None:
     write(packer.pack(doc[1]))
 
 
+def packb(doc: list) -> bytes:
+    """``[root literal, device_info]`` as MessagePack bytes (what upstream's ``get_data_msgpack`` returns)."""
+    import io
+
+    out = io.BytesIO()
+    dump(doc, out)
+    return out.getvalue()
+
+
 def write(profile, path: str, metadata: dict | None = None) -> None:
     """Write ``profile`` to ``path`` as hatchet MessagePack (the document of :func:`hatchet.document`)."""
     doc = hatchet.document(profile, metadata)
