@@ -160,3 +160,25 @@ def test_missing_shape_is_one_line(capsys, tmp_path):
     assert viewer.main(["-m", "util", str(path)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "lacks num_sms/clock_rate" in err
+
+
+def test_upstreams_own_example_figures(tmp_path):
+    """The numbers of upstream's examples/cuda.json, and the util its test_viewer.py expects of them."""
+    doc = [{"frame": {"name": "ROOT", "type": "function"}, "metrics": {"count": 0, "time (ns)": 0, "flops8": 0,
+                                                                        "bytes": 0},
+            "children": [
+                {"frame": {"name": "foo0", "type": "function"}, "children": [],
+                 "metrics": {"count": 10, "device_id": "1", "device_type": "CUDA", "time (ns)": 204800,
+                             "flops8": 1e11, "bytes": 1e8}},
+                {"frame": {"name": "foo1", "type": "function"}, "children": [],
+                 "metrics": {"count": 1, "device_id": "0", "device_type": "CUDA", "time (ns)": 204800,
+                             "flops8": 1e10, "bytes": 1e7}}]},
+           {"CUDA": {"0": {"arch": "89", "bus_width": 384, "clock_rate": 2625000, "memory_clock_rate": 10501000,
+                           "num_sms": 128},
+                     "1": {"arch": "90", "bus_width": 6144, "clock_rate": 1980000, "memory_clock_rate": 2619000,
+                           "num_sms": 132}}}]
+    path = tmp_path / "cuda.hatchet"
+    path.write_text(json.dumps(doc))
+    got = columns(path, "util")
+    assert got["foo0"][0] == pytest.approx(0.247044, abs=1e-6)  # sm90
+    assert got["foo1"][0] == pytest.approx(0.147830, abs=1e-6)  # sm89
