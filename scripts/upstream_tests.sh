@@ -7,7 +7,7 @@
 #
 # Upstream's code is never committed here: the tests live in the git-ignored .upstream/<label>/
 # (label: the pinned commits, see PINS below). The script obtains them, in this order:
-#   1. --from DIR or TARBALL: a folder (or .tar.gz of one) holding test_api.py, test_viewer.py,
+#   1. --from DIR or TARBALL: a folder (or .tar.gz of one; STRIP=N drops N leading path parts) holding test_api.py, test_viewer.py,
 #      test_profile.py and the examples/ folder of upstream's third_party/proton/test/;
 #   2. the copy already in .upstream/<label>/tests/;
 #   3. a download of each file from raw.githubusercontent.com at its pinned commit.
