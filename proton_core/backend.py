@@ -104,6 +104,16 @@ class Backend:
     def set_epoch(self, epoch: int) -> None:
         """Tag launches from now on with ``epoch`` (0: record nothing)."""
 
+    def switch_epochs(self, every: int, last: int) -> bool:
+        """Move on to the next epoch by itself after every ``every`` launches recorded from now on, up to
+        ``last`` (``mode="periodic_flushing:launches=N"``: phases end at N launches however fast they come).
+        ``set_epoch`` cancels it.  False: not supported; the core then ends phases at its poll."""
+        return False
+
+    def current_epoch(self) -> int:
+        """The epoch launches are tagged with now (asked only after ``switch_epochs`` returned True)."""
+        raise NotImplementedError
+
     def set_context(self, context_id: int) -> None:
         """The calling thread's current core context id is now ``context_id``.
 

@@ -13,7 +13,7 @@ import os
 import threading
 import time
 
-from . import destinations, log, periodic, routing
+from . import destinations, epoch_switching, log, periodic, routing
 from .activity import ACTIVITY
 from .backend import context_setter
 from .context import THREAD
@@ -115,6 +115,8 @@ class Manager:
             session = Session(sid, name, context, base, data, state, mode, layer_objs, output_format)
             self.asked[sid] = asked
             session.nvtx = nvtx
+            if periodic_options is not None:  # before the epochs: launches=N arms the backend's switching
+                session.writer = periodic.Writer(self, session, periodic_options)
             if resume is not None and resume.data == data:
                 session.profile = resume
             self.sessions[sid] = session
@@ -134,8 +136,7 @@ class Manager:
                 self.asked.pop(sid, None)
                 self._refresh()
                 raise
-        if periodic_options is not None:
-            session.writer = periodic.Writer(self, session, periodic_options)
+        if session.writer is not None:
             session.writer.start()
         exit_flush.install(self)
         plugins.hook.proton_session_started(session=session)
@@ -208,12 +209,15 @@ class Manager:
         self.tracing = tuple(s for s in self.active if s.data == "trace")
         for state in self.backends.values():
             members = tuple(s for s in state.sessions if s.active and not s.closed)
+            epoch_switching.follow(state)  # switches the backend made by itself keep their phases
             if members:
                 state.epoch += 1
                 state.epochs[state.epoch] = tuple((s, s.phases.current) for s in members)
                 state.backend.set_epoch(state.epoch)
+                epoch_switching.arm(state, members)
             else:
                 state.backend.set_epoch(0)
+                state.switching = None
 
     def flush(self, state: BackendState, complete: bool = True) -> None:
         """Route what the backend recorded into its sessions' phases (see :func:`proton_core.routing.flush`)."""
@@ -230,6 +234,7 @@ class Manager:
         """Close ``session_id``'s current phase; kernels launched from now on go to the next one."""
         with self.lock:
             session = self._one(session_id)
+            epoch_switching.follow(session.backend_state)  # phases the backend already ended come first
             session.settle()  # what was counted so far belongs to the phase that ends
             phase = session.phases.advance()
             self._refresh()  # a new epoch carries the new phase
@@ -267,6 +272,7 @@ class Manager:
             if session.closed:
                 return
             phases = session.phases
+            epoch_switching.follow(session.backend_state)  # phases the backend ended by launch count
             if session.writer.due(phases.counts.get(phases.current, 0)):
                 self.advance_phase(session.id)
                 session.writer.phase_started = time.monotonic()
@@ -346,6 +352,7 @@ class Manager:
         closing = [s for s in sessions if not s.closed]
         for state in {id(s.backend_state): s.backend_state for s in closing}.values():
             if all(s in closing for s in state.sessions):
+                epoch_switching.follow(state)
                 state.backend.set_epoch(0)  # launches end here, so this flush is the backend's last word
             self.flush(state)
         for session in closing:

@@ -3,10 +3,12 @@
 Options follow upstream's mode string, ``periodic_flushing:key=value:...``:
 
 * ``interval=<seconds>``: start a new phase this often;
-* ``launches=<n>``: start a new phase once about ``n`` kernels were recorded
-  in the current one (checked at each poll);
+* ``launches=<n>``: start a new phase every ``n`` launches: the backend moves on by itself where
+  it can count launches (:mod:`proton_core.epoch_switching`), else at the poll after ``n`` kernels
+  were recorded in the current phase;
 * ``format=<sink>``: what the parts are written as (default: the session's);
-* ``poll=<seconds>``: how often the writer thread flushes (default 1).
+* ``poll=<seconds>``: how often the writer thread flushes (default 1): an ``interval=`` phase ends
+  within one poll of its time.
 
 Without ``interval`` or ``launches`` phases advance only on
 ``proton.data.advance_phase()``.  A background thread flushes every ``poll``

@@ -10,7 +10,7 @@ epochs before it retire there.
 
 from __future__ import annotations
 
-from . import log
+from . import epoch_switching, log
 from .errors import ProtonError
 from .metrics import PROPERTY, parse_name as parse_metric_name
 
@@ -25,6 +25,7 @@ class BackendState:
         self.sessions: list = []  # the sessions that use it (proton_core.session_state.Session)
         self.epoch = 0
         self.epochs: dict[int, tuple] = {}
+        self.switching = None  # epoch_switching.Switching while the backend moves epochs on by itself
         self.nodes: dict[int, tuple[int, int, object]] = {}
         self.devices: dict = {}
 
@@ -33,11 +34,14 @@ def flush(state: BackendState, complete: bool = True) -> None:
     """Route what the backend recorded into its sessions' phases (a flush delivers every earlier
     launch).  ``complete=False``: only what the backend has ready (``drain``), which completes
     no phase; the periodic writer polls that way while no ended phase waits for its records."""
+    epoch_switching.follow(state)  # phases the backend ended by itself, before this flush began
     current = [(s, s.phases.current) for s in state.sessions]
-    epoch_at_start = state.epoch
+    epoch_at_start = epoch_switching.live_epoch(state)
     batch = None if complete else state.backend.drain()
     if batch is None:  # asked for, or the backend has nothing cheaper
         complete, batch = True, state.backend.flush()
+    if state.switching is not None:  # records of switches made since: their phases open now
+        epoch_switching.follow(state, max((r[0] for r in batch.records), default=0))
     for node_id, parent, kind, value in batch.nodes:
         state.nodes[node_id] = (parent, kind, value)
     state.devices.update({k: {**state.devices.get(k, {}), **v} for k, v in batch.devices.items()})

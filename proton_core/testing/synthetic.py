@@ -44,6 +44,7 @@ class SyntheticBackend(Backend):
         self.kernel_slices: list = []  # Batch.kernel_slices, while tracing
         self.launch_ids = 0
         self.epoch = 0
+        self.switch = None  # switch_epochs: [every, launches left, last epoch]
         self.python_frames = False
         self.trace = False
         self.started = 0
@@ -64,7 +65,28 @@ class SyntheticBackend(Backend):
         self.python_frames, self.trace = python_frames, trace
 
     def set_epoch(self, epoch):
-        self.epoch = epoch
+        with self.lock:
+            self.epoch = epoch
+            self.switch = None
+
+    def switch_epochs(self, every, last):
+        with self.lock:
+            self.switch = [every, every, last] if last > self.epoch else None  # [every, left, last]
+        return True
+
+    def current_epoch(self):
+        return self.epoch
+
+    def _count_for_switch(self):
+        """As the cupti recorder: the launch that makes the count stays in its epoch (lock held)."""
+        switch = self.switch
+        switch[1] -= 1
+        if switch[1] == 0:
+            if self.epoch + 1 > switch[2]:
+                self.switch = None
+            else:
+                self.epoch += 1
+                switch[1] = switch[0]
 
     def set_context(self, context_id):
         self.local.ctx = context_id
@@ -119,6 +141,8 @@ class SyntheticBackend(Backend):
 
     def _record(self, epoch, chain, kernel, duration_ns, device, stream, launch_ns, inner=None, slices=None):
         with self.lock:
+            if self.switch is not None and epoch == self.epoch:
+                self._count_for_switch()
             node = self._node(chain)
             stats = self.records.setdefault((epoch, node, kernel, device), [0, 0])
             stats[0] += duration_ns

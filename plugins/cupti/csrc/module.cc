@@ -142,6 +142,10 @@ PYBIND11_MODULE(_cupti, m) {
       py::arg("python_frames"), py::arg("trace"), py::arg("internal_dirs") = std::vector<std::string>{},
       py::arg("internal_files") = std::vector<std::string>{});
   m.def("set_epoch", [](uint32_t epoch) { recorder().set_epoch(epoch); });
+  m.def("switch_epochs", [](uint32_t every, uint32_t last) { recorder().switch_epochs(every, last); },
+        py::arg("every"), py::arg("last"),
+        "after every `every` launches recorded, move on to the next epoch by itself, up to `last`");
+  m.def("current_epoch", [] { return recorder().epoch(); }, "the epoch launches are tagged with now");
   m.add_object("set_context", py::reinterpret_steal<py::object>(PyCFunction_NewEx(&set_context_def, nullptr, nullptr)));
   m.add_object("native_context", py::capsule(&native_context, "proton.native_context.v1"));
   m.def("flush", [](bool with_metrics) { return flush_all(true, true, with_metrics); },

@@ -110,6 +110,7 @@ void Recorder::reset() {
   devices_seen_.clear();
   dropped_.store(0);
   max_epoch_.store(epoch_.load());
+  switch_every_.store(0);
   records_.store(0);
   unsessioned_.store(0);
   unmatched_.store(0);
@@ -156,6 +157,25 @@ void Recorder::record_launch(Slot& s, uint32_t corr, uint32_t epoch) {
     slot_times_[corr & (kSlots - 1)].launch_ns.store(monotonic_ns(), std::memory_order_relaxed);
   }
   s.corr.store(corr, std::memory_order_release);
+  uint32_t every = switch_every_.load(std::memory_order_relaxed);
+  if (every != 0) count_for_switch(every);
+}
+
+// The launch that makes the count stays in its epoch; the next ones get the next.  Launches racing on
+// other threads across the switch may land one epoch early or late (they still count once each): a
+// phase holds N launches give or take the number of launching threads.
+void Recorder::count_for_switch(uint32_t every) {
+  if (switch_left_.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+  uint32_t epoch = epoch_.load(std::memory_order_acquire);  // not the launch's: a racing one may be older
+  uint32_t next = epoch + 1;
+  if (next > switch_last_.load(std::memory_order_relaxed)) {
+    switch_every_.store(0, std::memory_order_relaxed);  // the reserved epochs are spent: the core's poll goes on
+    return;
+  }
+  uint32_t expected = epoch;
+  if (!epoch_.compare_exchange_strong(expected, next, std::memory_order_acq_rel)) return;  // set_epoch won
+  if (next > max_epoch_.load(std::memory_order_relaxed)) max_epoch_.store(next, std::memory_order_relaxed);
+  switch_left_.fetch_add(every, std::memory_order_acq_rel);  // keeps decrements made since the count hit 0
 }
 
 uint32_t Recorder::intern_locked(uint32_t parent, uint32_t kind, uint64_t value) {

@@ -92,9 +92,19 @@ class Recorder {
   void configure(bool python_frames, bool trace, std::vector<std::string> internal_dirs,
                  std::vector<std::string> internal_files);
   void set_epoch(uint32_t epoch) {
+    switch_every_.store(0, std::memory_order_relaxed);  // the core re-arms switching for the new epoch
     epoch_.store(epoch, std::memory_order_release);
     if (epoch > max_epoch_.load(std::memory_order_relaxed)) max_epoch_.store(epoch, std::memory_order_relaxed);
   }
+  // mode="periodic_flushing:launches=N": after every `every` launches recorded from now on, the epoch
+  // moves on by one by itself, up to `last` (the core reserved the numbers up to it).  A burst of
+  // launches faster than the core's poll still ends its phases at N, not at the next poll.
+  void switch_epochs(uint32_t every, uint32_t last) {
+    switch_left_.store(every, std::memory_order_relaxed);
+    switch_last_.store(last, std::memory_order_relaxed);
+    switch_every_.store(last > epoch_.load(std::memory_order_relaxed) ? every : 0, std::memory_order_release);
+  }
+  uint32_t epoch() const { return epoch_.load(std::memory_order_acquire); }
   // The newest epoch the core ever set since reset: the core retires every older one after a
   // complete flush (PC sampling must then deliver nothing more for them).
   uint32_t max_epoch() const { return max_epoch_.load(std::memory_order_relaxed); }
@@ -171,6 +181,7 @@ class Recorder {
 
  private:
   void record_launch(Slot& s, uint32_t corr, uint32_t epoch);
+  void count_for_switch(uint32_t every);
   uint32_t current_node();  // the calling thread's chain, interned
   uint32_t raw_frames_node(uint32_t generation, uint64_t ctx);
   uint32_t locked_frames_node(uint64_t ctx);
@@ -182,6 +193,9 @@ class Recorder {
 
   std::atomic<uint32_t> epoch_{0};
   std::atomic<uint32_t> max_epoch_{0};
+  std::atomic<uint32_t> switch_every_{0};  // 0: epochs change only through set_epoch
+  std::atomic<int64_t> switch_left_{0};    // launches left before the next switch
+  std::atomic<uint32_t> switch_last_{0};
   std::atomic<bool> python_frames_{false};
   std::atomic<bool> trace_{false};
   std::atomic<uint32_t> generation_{1};

@@ -191,3 +191,27 @@ def test_torch_profiler_started_while_proton_holds_cupti(tmp_path):
     result = json.loads(out.splitlines()[-1])
     fact(case="proton holds CUPTI, torch.profiler starts", proton_counts=counts, torch=result,
          stderr=err[-400:])
+
+
+def test_launches_n_ends_phases_at_n_in_a_burst_faster_than_the_poll(tmp_path):
+    """Issue 40 item 3: 10 000 launches in one burst (no poll between them) with launches=2000 give
+    five parts of 2000 each, within 10 %; the recorder switches epochs itself, CUPTI delivers later."""
+    _cupti = pytest.importorskip("proton_cupti._cupti")
+    if not hasattr(_cupti, "_test_launch_noop"):
+        pytest.skip("proton_cupti._cupti was built without PROTON_CUPTI_TESTING=ON")
+    status, out, err = run(tmp_path, """
+        from proton_cupti import _cupti
+        sid = proton.start("burst", backend="cupti", mode="periodic_flushing:launches=2000:poll=3600")
+        assert _cupti._test_launch_noop(10000) == ""
+        print(json.dumps(proton.finalize(sid)))
+    """)
+    assert status == 0, err
+    paths = json.loads(out.strip().splitlines()[-1])
+    counts = []
+    for path in paths:
+        root = json.loads(open(os.path.join(tmp_path, path)).read())[0]
+        counts.append(sum(n["metrics"].get("count", 0) for _, n in walk(root)
+                          if n["frame"]["name"] == "proton_noop"))
+    assert sum(counts) == 10000, counts
+    full = [c for c in counts if c]
+    assert len(full) == 5 and all(1800 <= c <= 2200 for c in full), counts

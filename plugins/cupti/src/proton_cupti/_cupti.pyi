@@ -49,6 +49,12 @@ def configure(
 def set_epoch(epoch: int, /) -> None:
     """Tag launches from now on with ``epoch`` (0: record nothing)."""
 
+def switch_epochs(every: int, last: int) -> None:
+    """After every ``every`` launches recorded, move on to the next epoch by itself, up to ``last``."""
+
+def current_epoch() -> int:
+    """The epoch launches are tagged with now."""
+
 def set_context(ctx: int, /) -> None:
     """The calling thread's core context id is now ``ctx`` (METH_O: the scope hot path calls it)."""
 

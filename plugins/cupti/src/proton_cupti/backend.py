@@ -143,6 +143,16 @@ class CuptiBackend(Backend):
     def set_epoch(self, epoch):
         self.native.set_epoch(int(epoch))
 
+    def switch_epochs(self, every, last):
+        switch = getattr(self.native, "switch_epochs", None)  # an older build lacks it: the core's poll then
+        if switch is None:
+            return False
+        switch(int(every), int(last))
+        return True
+
+    def current_epoch(self):
+        return int(self.native.current_epoch())
+
     def set_context(self, context_id):
         self.native.set_context(int(context_id))  # same as context_setter, for callers holding the backend
 
