@@ -229,3 +229,46 @@ def test_sampling_then_normal_session_in_one_process(tmp_path, torch):
     root, _ = load(tmp_path / "b.hatchet")
     assert samples_below(root) == 0
     assert sum(m["count"] for m in kernels(child(root, "s")).values()) == 50
+
+
+def test_three_sampling_sessions_in_a_row_each_sample_every_long_kernel(tmp_path, torch):
+    """Issue 40 item 8: a second and third mode="pcsampling" session in one process get their samples
+    (the second used to get 0, its hardware buffers reported full), on an MLP training step at the
+    default interval; every kernel that ran over 200 us in a session has samples below it."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(1024, 2048), torch.nn.ReLU(), torch.nn.Linear(2048, 10)).cuda()
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    x = torch.randn(2048, 1024, device="cuda")
+    y = torch.randint(0, 10, (2048,), device="cuda")
+
+    def step():
+        opt.zero_grad()
+        torch.nn.functional.cross_entropy(model(x), y).backward()
+        opt.step()
+
+    step()
+    torch.cuda.synchronize()
+    seen = []
+    for s in range(3):
+        proton.start(str(tmp_path / f"s{s}"), backend="cupti", mode="pcsampling")
+        with proton.scope("train"):
+            for _ in range(10):
+                step()
+        torch.cuda.synchronize()
+        proton.finalize()
+        root, _ = load(tmp_path / f"s{s}.hatchet")
+        long_kernels, unsampled, total = 0, [], 0
+        for path, node in walk(root):
+            metrics = node["metrics"]
+            if "device_id" not in metrics:
+                continue
+            samples = samples_below(node)
+            total += samples
+            if metrics.get("time (ns)", 0) > 200_000:
+                long_kernels += 1
+                if samples == 0:
+                    unsampled.append(path[-1][:60])
+        seen.append((s, total, long_kernels, unsampled))
+        print(f"session {s}: {total} samples, {long_kernels} kernels over 200 us, unsampled {unsampled}")
+    for s, total, long_kernels, unsampled in seen:
+        assert total > 0 and long_kernels > 0 and not unsampled, seen
