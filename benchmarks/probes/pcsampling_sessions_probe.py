@@ -1,6 +1,6 @@
 """Several mode="pcsampling" sessions in a row in one process, on an MLP training step (issue 40, item 8).
 
-    python3 -m benchmarks.probes.pcsampling_sessions_probe [--sessions 3] [--steps 20] [--mode pcsampling]
+    python3 -m benchmarks.probes.pcsampling_sessions_probe [--sessions 3] [--steps 20] [--variant "[ENV=V ...] MODE"]
 
 GPU only (torch with CUDA, proton-profiler-cupti).  Each variant runs in a fresh process.  Per session it
 prints the sampler's counters just before finalize (hardware buffers found full, GetData errors, drains,
@@ -40,15 +40,23 @@ def step():
     loss.backward()
     opt.step()
 
+import time
 step(); torch.cuda.synchronize()  # warm: cuBLAS handles, kernels loaded
+t0 = time.perf_counter()
+for _ in range(steps):
+    step()
+torch.cuda.synchronize()
+bare = time.perf_counter() - t0
 report = []
 for s in range(sessions):
     path = os.path.join(out, f"s{s}")
     sid = proton.start(path, backend="cupti", mode=mode)
+    t0 = time.perf_counter()
     with proton.scope("train"):
         for _ in range(steps):
             step()
     torch.cuda.synchronize()
+    wall = time.perf_counter() - t0
     backend = MANAGER.backends["cupti"].backend
     MANAGER.flush(MANAGER.backends["cupti"])
     stats = dict(backend.native.pcsampling_stats())
@@ -73,7 +81,7 @@ for s in range(sessions):
     keep = ("hardware_full", "get_errors", "enable_failures", "drains", "restarts", "staging_reads", "samples_in",
             "attributed", "unattributed", "late", "dropped_samples", "total_samples", "contexts", "last_error",
             "kernel_activity", "pending_samples")
-    report.append({"session": s, "stats": {k: stats.get(k) for k in keep},
+    report.append({"session": s, "wall_over_bare": round(wall / bare, 2), "stats": {k: stats.get(k) for k in keep},
                    "kernels": len(kernels), "sampled_kernels": sum(1 for v in kernels.values() if v["samples"]),
                    "samples": sum(v["samples"] for v in kernels.values()), "unsampled_long_kernels": unsampled})
 print(json.dumps(report))
@@ -84,15 +92,17 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sessions", type=int, default=3)
     parser.add_argument("--steps", type=int, default=20)
-    parser.add_argument("--mode", action="append", help="modes to try (default: pcsampling, pcsampling:interval=13, "
-                        "pcsampling:collection=serialized)")
+    parser.add_argument("--variant", action="append", help="'[ENV=VALUE ...] MODE' to try (default: pcsampling, "
+                        "pcsampling:interval=13, pcsampling:collection=serialized)")
     args = parser.parse_args()
-    modes = args.mode or ["pcsampling", "pcsampling:interval=13", "pcsampling:collection=serialized"]
-    for mode in modes:
+    variants = args.variant or ["pcsampling", "pcsampling:interval=13", "pcsampling:collection=serialized"]
+    for variant in variants:
+        *assignments, mode = variant.split()
+        env = {**os.environ, **dict(a.split("=", 1) for a in assignments)}
         with tempfile.TemporaryDirectory() as out:
             proc = subprocess.run([sys.executable, "-c", CHILD, mode, str(args.sessions), str(args.steps), out],
-                                  capture_output=True, text=True, timeout=600)
-        print(f"== {mode}: exit {proc.returncode}")
+                                  capture_output=True, text=True, timeout=600, env=env)
+        print(f"== {variant}: exit {proc.returncode}")
         if proc.returncode != 0:
             print(proc.stderr[-3000:])
             continue

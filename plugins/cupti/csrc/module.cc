@@ -159,7 +159,7 @@ PYBIND11_MODULE(_cupti, m) {
   m.def(
       "pcsampling_start",
       [](const std::string& collection, uint32_t interval, uint32_t drain_ms, const std::string& kernels,
-         bool restart) -> py::object {
+         bool restart, bool restart_each_drain, uint32_t buffer_mb) -> py::object {
         pcs::Options o;
         o.collection = collection == "serialized" ? pcs::kSerialized : pcs::kContinuous;
         o.period = interval;
@@ -168,6 +168,8 @@ PYBIND11_MODULE(_cupti, m) {
                     : kernels == "concurrent" ? pcs::kKernelsConcurrent
                                               : pcs::kKernelsAuto;
         o.restart = restart;
+        o.restart_each_drain = restart_each_drain;
+        if (buffer_mb != 0) o.hardware_bytes = size_t(buffer_mb) << 20;
         pcs::StartError e;
         {
           py::gil_scoped_release nogil;
@@ -177,7 +179,7 @@ PYBIND11_MODULE(_cupti, m) {
         return py::make_tuple(e.code, e.device, e.what, e.detail);
       },
       py::arg("collection"), py::arg("interval"), py::arg("drain_ms"), py::arg("kernels") = "auto",
-      py::arg("restart") = true,
+      py::arg("restart") = true, py::arg("restart_each_drain") = true, py::arg("buffer_mb") = 0,
       "start PC sampling on the attached backend (after start()); None, or (CUPTI code, device, what, detail) "
       "with nothing left enabled");
   m.def("pcsampling_stats", &pcsampling_stats_dict, "PC sampling counters and settings, for diagnostics");

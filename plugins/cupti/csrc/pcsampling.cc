@@ -962,7 +962,8 @@ void collect_locked(bool complete) {  // collect_mu held
   for (Ctx* c : snapshot()) {
     std::lock_guard<std::mutex> l(c->m);
     if (c->dead) continue;
-    if (complete && st.options.collection == kContinuous && st.options.restart && c->started) {
+    bool restart = complete ? st.options.restart : st.options.restart_each_drain;
+    if (restart && st.options.collection == kContinuous && c->started) {
       // Ending the range makes CUPTI hand over everything it sampled so far,
       // decoded or not: the flush then holds every sample of every earlier launch.
       bool stopped = stop_range(*c);

@@ -199,8 +199,9 @@ struct Options {
   uint32_t drain_ms = 100;    // drain thread interval
   int kernels = kKernelsAuto;
   bool restart = true;        // continuous: stop and start the range at each complete flush
+  bool restart_each_drain = true;  // continuous: ...and at each drain tick, so the hardware buffer empties
   size_t scratch_bytes = 16u << 20;
-  size_t hardware_bytes = 128u << 20;
+  size_t hardware_bytes = 512u << 20;  // CUPTI's own default; it fills in ~0.1 s of dense kernels at interval 10
   size_t pcs_per_get = 4096;
 };
 

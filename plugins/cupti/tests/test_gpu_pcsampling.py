@@ -236,9 +236,12 @@ def test_three_sampling_sessions_in_a_row_each_sample_every_long_kernel(tmp_path
     (the second used to get 0, its hardware buffers reported full), on an MLP training step at the
     default interval; every kernel that ran over 200 us in a session has samples below it."""
     torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Linear(1024, 2048), torch.nn.ReLU(), torch.nn.Linear(2048, 10)).cuda()
+    # Dense enough that at the default interval the GPU's sample buffer filled within one drain tick
+    # (27 M samples in ~0.1 s on an H200): every session of this step used to get 0 samples.
+    model = torch.nn.Sequential(torch.nn.Linear(2048, 4096), torch.nn.ReLU(), torch.nn.Linear(4096, 4096),
+                                torch.nn.ReLU(), torch.nn.Linear(4096, 10)).cuda()
     opt = torch.optim.SGD(model.parameters(), lr=1e-3)
-    x = torch.randn(2048, 1024, device="cuda")
+    x = torch.randn(2048, 2048, device="cuda")
     y = torch.randint(0, 10, (2048,), device="cuda")
 
     def step():
@@ -252,7 +255,7 @@ def test_three_sampling_sessions_in_a_row_each_sample_every_long_kernel(tmp_path
     for s in range(3):
         proton.start(str(tmp_path / f"s{s}"), backend="cupti", mode="pcsampling")
         with proton.scope("train"):
-            for _ in range(10):
+            for _ in range(20):
                 step()
         torch.cuda.synchronize()
         proton.finalize()

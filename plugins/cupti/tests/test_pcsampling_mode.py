@@ -42,8 +42,9 @@ def test_defaults_match_upstream_period():
     ("pcsampling:drain=0", ["drain must be milliseconds from 1 to 60000"]),
     ("pcsampling:kernels=parallel", ["kernels must be auto, concurrent or serial"]),
     ("pcsampling:frequency=3", ["'frequency=3' is not an option of pcsampling",
-                                "interval=<5..31>, collection=continuous|serialized, drain=<ms> or "
+                                "interval=<5..31>, collection=continuous|serialized, drain=<ms>, buffer=<MB> or "
                                 "kernels=auto|concurrent|serial"]),
+    ("pcsampling:buffer=8", ["buffer must be megabytes from 16 to 4096"]),
     ("pcsampling:interval", ["'interval' is not an option of pcsampling"]),
     ("pcsampling:interval=8:interval=9", ["interval is given twice"]),
     ("pcsamplingx", ["backend 'cupti' has no mode 'pcsamplingx'", "pcsampling"]),
@@ -146,8 +147,10 @@ class FakeNative:
     def stop(self):
         self.calls.append("stop")
 
-    def pcsampling_start(self, collection, interval, drain_ms, kernels):
+    def pcsampling_start(self, collection, interval, drain_ms, kernels, restart=True, restart_each_drain=True,
+                         buffer_mb=0):
         self.calls.append(("pcsampling_start", collection, interval, drain_ms, kernels))
+        self.buffer_mb = buffer_mb
         return self.error
 
     def register_cubin(self, cubin):

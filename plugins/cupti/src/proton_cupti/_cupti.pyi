@@ -65,7 +65,13 @@ def drain(with_metrics: bool = False) -> _Flush:
     """flush's tuple with what CUPTI has ready (complete buffers only): no device sync."""
 
 def pcsampling_start(
-    collection: str, interval: int, drain_ms: int, kernels: str = "auto", restart: bool = True
+    collection: str,
+    interval: int,
+    drain_ms: int,
+    kernels: str = "auto",
+    restart: bool = True,
+    restart_each_drain: bool = True,
+    buffer_mb: int = 0,
 ) -> tuple[int, int, str, str] | None:
     """Start PC sampling (after start()); None, or (CUPTI code, device, what, detail) with nothing enabled."""
 

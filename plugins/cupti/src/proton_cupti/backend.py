@@ -115,7 +115,10 @@ class CuptiBackend(Backend):
         # Triton kernels compiled and loaded before start: CUPTI's module-load callback never sees their
         # cubins, which map their PCs to source lines.
         self.pcsampling_note = pcsampling.register_triton_cubins(self.native.register_cubin)
-        error = native_start(options.collection, options.interval, options.drain_ms, options.kernels)
+        # PROTON_PCS_RESTART_EACH_DRAIN=0: ranges end only at complete flushes (a diagnostic, for the probe).
+        each_drain = os.environ.get("PROTON_PCS_RESTART_EACH_DRAIN", "1") != "0"
+        error = native_start(options.collection, options.interval, options.drain_ms, options.kernels, True, each_drain,
+                             options.buffer_mb)
         if error is not None:
             self.stop()  # detaches CUPTI: no partial session stays behind
             raise ProtonError(pcsampling.start_error_message(

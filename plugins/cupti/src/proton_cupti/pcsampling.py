@@ -15,10 +15,11 @@ from proton_core.plugin_api import ProtonError
 MODE = "pcsampling"
 INTERVAL_MIN, INTERVAL_MAX, INTERVAL_DEFAULT = 5, 31, 10
 DRAIN_MS_MAX = 60_000
+BUFFER_MB_MIN, BUFFER_MB_MAX = 16, 4096
 COLLECTIONS = ("continuous", "serialized")
 KERNELS = ("auto", "concurrent", "serial")
-USAGE = (f"interval=<{INTERVAL_MIN}..{INTERVAL_MAX}>, collection={'|'.join(COLLECTIONS)}, drain=<ms> or "
-         f"kernels={'|'.join(KERNELS)}")
+USAGE = (f"interval=<{INTERVAL_MIN}..{INTERVAL_MAX}>, collection={'|'.join(COLLECTIONS)}, drain=<ms>, "
+         f"buffer=<MB> or kernels={'|'.join(KERNELS)}")
 
 #: CUPTI result codes start() names (cupti_result.h).
 INSUFFICIENT_PRIVILEGES = (35, 40)  # ..._INSUFFICIENT_PRIVILEGES, VIRTUALIZED_DEVICE_INSUFFICIENT_PRIVILEGES
@@ -45,6 +46,7 @@ class Options:
     collection: str = "continuous"
     drain_ms: int = 100
     kernels: str = "auto"
+    buffer_mb: int = 0  # the GPU's sample buffer; 0: the native default (512 MB, CUPTI's own)
 
 
 def parse_mode(mode) -> Options | None:
@@ -98,6 +100,8 @@ _OPTIONS = {
     "collection": ("collection", _one_of(COLLECTIONS), " or ".join(COLLECTIONS)),
     "drain": ("drain_ms", _within(1, DRAIN_MS_MAX), f"milliseconds from 1 to {DRAIN_MS_MAX}"),
     "kernels": ("kernels", _one_of(KERNELS), f"{', '.join(KERNELS[:-1])} or {KERNELS[-1]}"),
+    "buffer": ("buffer_mb", _within(BUFFER_MB_MIN, BUFFER_MB_MAX),
+               f"megabytes from {BUFFER_MB_MIN} to {BUFFER_MB_MAX} (the GPU's buffer of samples not yet collected)"),
 }
 
 
