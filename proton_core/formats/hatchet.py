@@ -21,10 +21,10 @@ import math
 import os
 import sys
 
-from ..errors import ProtonError
 from ..metrics import CLAMPED_KEY, COUNT_KEY, DEVICE_ID_KEY, DEVICE_TYPE_KEY, MAX_VALUE, TIME_KEY
 from ..model.read import LABEL_KEYS, ReadNode, ReadProfile
 from . import keys
+from .errors import HatchetError  # noqa: F401  (raised here, and imported from here by readers)
 
 DROPPED_KEY = "dropped"
 UNOBSERVED_KEY = "unobserved (ns)"
@@ -42,10 +42,6 @@ SEPARATORS = (",", ":")
 #: Frame types: host-side frames (scopes, Python frames) and kernels; places inside a kernel.
 FUNCTION_TYPE = "function"
 INNER_TYPE = "in_kernel"
-
-
-class HatchetError(ProtonError):
-    """A file that cannot be read as a hatchet profile; the message is one line naming it."""
 
 
 # ------------------------------------------------------------------ writer ----
@@ -263,9 +259,9 @@ def read_document(path) -> list:
     """
     path = str(path)
     if is_msgpack(path):
-        from . import hatchet_msgpack  # here: msgpack loads only for its files
+        from . import msgpack_io  # here: msgpack loads only for its files
 
-        doc = hatchet_msgpack.load(path)
+        doc = msgpack_io.load(path)
     else:
         doc = parse(read_text(path), path)
     if isinstance(doc, list) and doc and isinstance(doc[0], dict):

@@ -43,9 +43,9 @@ def read(path) -> Table:
 
 def _read_msgpack(path: str) -> Table:
     """A ``hatchet_msgpack`` file: decoded whole, then its nodes through the same hook, children first."""
-    from ..formats import hatchet_msgpack
+    from ..formats import msgpack_io
 
-    doc = hatchet_msgpack.load(path)
+    doc = msgpack_io.load(path)
     if isinstance(doc, list) and doc and isinstance(doc[0], dict):
         root = doc[0]
     elif isinstance(doc, dict):
