@@ -259,3 +259,15 @@ def test_expected_numbers_say_where_they_come_from():
     assert EXPECTED["source"] and "proton-viewer" in EXPECTED["viewer"]
     assert set(METRICS) >= {"time/ns", "count", "flops16", "bytes", "u", "a", "p"}
     assert all(v is None or math.isfinite(v) for m in EXPECTED["metrics"].values() for v in m.values())
+
+
+def test_the_flame_graph_draws_no_exclusive_metric_of_an_upstream_file():
+    """An upstream file's keys the root lacks are exclusive: --html/--speedscope never sum them."""
+    from proton_core.viewer import flame
+    from proton_core.viewer.table import read
+
+    table = read(os.path.join(os.path.dirname(__file__), "data", "upstream", "upstream.hatchet"))
+    drawn = flame.additive(["time (ns)", "count", "a", "u", "p"], table.kinds)
+    assert drawn[0] == "time (ns)" and "count" in drawn
+    assert not {"a", "u", "p"} & set(drawn)  # summed, they would draw widths upstream's viewer never shows
+    assert {"a", "u"} <= set(flame.additive(["a", "u"]))  # without the file's kinds: our own files' rule

@@ -49,7 +49,9 @@ def test_bytes_are_upstreams_schema(tmp_path):
     hatchet.write(Profile("b", "shadow", "tree", tree, devices={"CUDA": {"0": {"arch": "90"}}}), str(path))
     f = lambda name: '{"name":"%s","type":"function"}' % name  # noqa: E731
     kernel = '{"frame":%s,"metrics":{%s"time (ns)":%d,"count":%d,"device_id":"%s","device_type":"CUDA"},"children":[%s]}'
-    expected = ('[{"frame":%s,"metrics":{"count":0,"time (ns)":0},"children":[{"frame":%s,"metrics":{"x (exc)":1},'
+    # Keys as upstream writes them ("x (exc)" -> "x"); the root's metadata keeps the name the program used.
+    expected = ('[{"frame":%s,"metrics":{"count":0,"time (ns)":0},"metadata":{"metric_keys":{"x":"x (exc)"}},'
+                '"children":[{"frame":%s,"metrics":{"x":1},'
                 '"children":[%s,%s]}]},{"CUDA":{"0":{"arch":"90"}}}]') % (
         f("ROOT"), f("s"), kernel % (f("k"), "", 3, 2, "0", kernel % (f("k_inner"), "", 1, 1, "0", "")),
         kernel % (f("k"), "", 4, 1, "1", ""))

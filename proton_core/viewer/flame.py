@@ -17,9 +17,10 @@ from .derive import subtree_sums
 from .errors import ViewerError
 
 
-def additive(keys) -> list[str]:
-    """The metrics a frame's width can stand for: inclusive ones (time first), then cpu_time."""
-    inclusive = sorted((k for k in keys if is_inclusive(k)), key=lambda k: not k.startswith("time"))
+def additive(keys, kinds: dict | None = None) -> list[str]:
+    """The metrics a frame's width can stand for: inclusive ones (time first), then cpu_time.
+    ``kinds``: the profile's own (an upstream file's unmarked keys are exclusive)."""
+    inclusive = sorted((k for k in keys if is_inclusive(k, kinds)), key=lambda k: not k.startswith("time"))
     return inclusive + [k for k in keys if k.startswith("cpu_time")]
 
 
@@ -55,7 +56,7 @@ class Frames:
             for k in kids[i] or ():
                 self.parent[position[k]] = p
         self.names = [table.names[i] for i in self.order]
-        self.metrics = additive(calc.keys)
+        self.metrics = additive(calc.keys, table.kinds)
         if not self.metrics:
             raise ViewerError("nothing to draw: the profile has no metric that adds up (time, count, flops, bytes, ...)")
         self.diff = bool(table.base)
@@ -64,7 +65,7 @@ class Frames:
         for key in self.metrics:
             if self.diff:
                 base = table.base.get(key) or array("d", [float("nan")]) * table.size
-                totals = base if not is_inclusive(key) else subtree_sums(base, calc.order, calc.parent)
+                totals = base if not table.is_inclusive(key) else subtree_sums(base, calc.order, calc.parent)
                 self.deltas.append(_own(self.order, kids, calc.value(key), clamp=False))
             else:
                 totals = calc.value(key)
