@@ -148,5 +148,18 @@ def parse_metrics(metrics) -> list[tuple[MetricName, object]]:
         return []
     if not isinstance(metrics, dict):
         raise ProtonError(f"metrics must be a dict of name -> number, not {type(metrics).__name__}")
-    return [(parse_name(k), check_value(k, v)) for k, v in metrics.items()]
+    out = []
+    for k, v in metrics.items():
+        name = parse_name(k)
+        out.append((name, check_text(k, name, v) if type(v) is str else check_value(k, v)))
+    return out
+
+
+def check_text(key: str, name: MetricName, value: str) -> str:
+    """A text value, which upstream takes for properties and exclusive metrics (``{"a (pty)": "1"}``): kept
+    as written, the last one set at a node wins (text does not add up).  An inclusive metric must be a number."""
+    if name.kind == INCLUSIVE:
+        raise ProtonError(f"metric {key!r} has the text value {value!r}: only properties '(pty)' and exclusive "
+                          f"metrics '(exc)' may be text; pass a number, or name it {key + ' (pty)'!r}")
+    return value
 

@@ -82,7 +82,7 @@ def test_tensor_metrics_are_read_at_flush_not_at_the_call(tmp_path):
     ({"count (n)": 1}, "reserved"),
     ({"cpu_time": 1}, "reserved"),
     ({"bytes": -1}, "negative"),
-    ({"bytes": "12"}, "str value"),
+    ({"bytes": "12"}, "text value '12': only properties"),
     ({"bytes": True}, "bool"),
     ({"bytes": float("nan")}, "finite"),
     ({"bad name here": 1}, "malformed"),

@@ -132,9 +132,11 @@ def test_clamped_is_reserved():
 # ------------------------------------------------------------------ upstream files ----
 def test_viewer_reads_an_upstream_file_with_nonfinite_values_saying_so_in_one_line(tmp_path, capsys):
     path = tmp_path / "up.hatchet"
-    path.write_text('[{"frame":{"name":"ROOT","type":"function"},"metrics":{},"children":['
+    # count marked on the root, as upstream's writer marks it: something --html can draw (the other keys,
+    # unmarked, are per node in another writer's file)
+    path.write_text('[{"frame":{"name":"ROOT","type":"function"},"metrics":{"count":0},"children":['
                     '{"frame":{"name":"a","type":"function"},"metrics":{"x":Infinity,"y":NaN,"z":1' + "0" * 400
-                    + ',"w":3},"children":[]}]},{}]')
+                    + ',"w":3,"count":1},"children":[]}]},{}]')
     for args in (["-m", "z"], ["-m", "w"], ["-l"], ["--html", str(tmp_path / "o.html")]):
         code = viewer.main(args + [str(path)])
         err = capsys.readouterr().err

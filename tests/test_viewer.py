@@ -157,9 +157,10 @@ def test_print_sorted_orders_kernels_by_first_metric(capsys, tmp_path, fake):
     proton.finalize()
     out = show(capsys, "-m", "time/%,time/ns", "--print-sorted", tmp_path / "p.hatchet")
     listing = out.split("kernels sorted by time/%:")[1].splitlines()[2:]
-    assert [line.split()[0] for line in listing] == ["large", "medium", "small"]
-    assert [float(line.split()[1]) for line in listing] == [90.0, 9.0, 1.0]
-    assert float(listing[0].split()[2]) == 900.0
+    # every frame but the root, as upstream's --print-sorted lists them (decision 0223)
+    assert [line.split()[0] for line in listing] == ["a", "large", "b", "medium", "small"]
+    assert [float(line.split()[1]) for line in listing] == [91.0, 90.0, 9.0, 9.0, 1.0]
+    assert float(listing[1].split()[2]) == 900.0
     shallow = show(capsys, "-m", "time/%,time/ns", "--print-sorted", "-d", "2", tmp_path / "p.hatchet")
     assert "large" not in shallow.split("kernels sorted by")[0]  # -d limits the tree, not the kernel list
     assert shallow.split("kernels sorted by")[1] == out.split("kernels sorted by")[1]
@@ -275,7 +276,7 @@ def test_peak_bandwidth_and_tables():
     a100 = {"arch": "80", "num_sms": 108, "clock_rate": 1410000}
     assert peaks.peak_flops("CUDA", a100, 16) == 312e12
     mi250x_gcd = {"arch": "gfx90a", "num_sms": 110, "clock_rate": 1700000}
-    assert peaks.peak_flops("HIP", mi250x_gcd, 16) == pytest.approx(191.5e12)
+    assert peaks.peak_flops("HIP", mi250x_gcd, 16) == pytest.approx(1024 * 110 * 1700000e3 / 2)  # upstream's formula
     for key in [("CUDA", "80"), ("CUDA", "89"), ("CUDA", "90"), ("CUDA", "100"), ("HIP", "gfx90a"), ("HIP", "gfx942")]:
         assert key in peaks.PEAKS
 
@@ -384,3 +385,17 @@ def test_one_phase_alone(capsys, parts):
     assert row(out, "k")[0] == 2
     assert "part_7" in bad(capsys, "--phase", "7", str(parts / "run.part_*.hatchet"))
     assert "no file matches" in bad(capsys, str(parts / "nothing_*.hatchet"))
+
+
+def test_a_host_only_profile_opens_on_cpu_time(tmp_path, capsys):
+    """Without -m, a profile with no kernel time shows cpu_time (what covers it), not the first metric
+    (flops, which two nodes carry), as --html and load_graphframe open on it."""
+    proton.start(str(tmp_path / "h"), backend="host")
+    with proton.cpu_timed_scope("step"):
+        with proton.scope("fwd", {"flops": 10}):
+            pass
+        with proton.cpu_timed_scope("bwd"):
+            pass
+    proton.finalize()
+    out = show(capsys, str(tmp_path / "h.hatchet"))
+    assert "cpu_time" in out.splitlines()[0] and "flops" not in out.splitlines()[0], out

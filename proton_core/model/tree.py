@@ -57,10 +57,11 @@ def merge_metrics(node: Node, metrics) -> None:
     store = node.metrics
     for name, value in metrics:
         key = name.key
-        if name.kind == PROPERTY:
-            store[key] = value
+        if name.kind == PROPERTY or type(value) is str:
+            store[key] = value  # a property, or text (which does not add up): the last one set wins
         else:
-            store[key] = store.get(key, 0) + value
+            old = store.get(key, 0)
+            store[key] = value if type(old) is str else old + value  # a number after text replaces it
 
 
 class Tree:
@@ -98,7 +99,9 @@ class Tree:
         while stack:
             mine, theirs = stack.pop()
             for key, value in theirs.metrics.items():
-                mine.metrics[key] = value if key.endswith("(pty)") else mine.metrics.get(key, 0) + value
+                old = mine.metrics.get(key, 0)
+                replaced = key.endswith("(pty)") or type(value) is str or type(old) is str
+                mine.metrics[key] = value if replaced else old + value
             for device, (time_ns, count) in theirs.kernels.items():
                 stats = mine.kernels.setdefault(device, [0, 0])
                 stats[0] += time_ns

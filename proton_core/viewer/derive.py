@@ -240,10 +240,13 @@ class Columns:
 
 def default_metrics(table, keys: list[str]) -> list[str]:
     """Columns shown without ``-m``: ``time/ns``, with ``samples`` beside it in a sampled profile
-    (``samples`` alone where no kernel has a time: a profile of samples only); else the first metric."""
+    (``samples`` alone where no kernel has a time: a profile of samples only); else ``cpu_time/ns``, the
+    metric that covers a host-only profile (as ``--html`` opens on it); else the first metric."""
     time_key, samples_key = find_raw("time", keys), find_raw("samples", keys)
     if samples_key is None:
-        return ["time/ns"] if time_key else [keys[0]]
+        if time_key:
+            return ["time/ns"]
+        return ["cpu_time/ns"] if find_raw("cpu_time", keys) else [keys[0]]
     timed = time_key is not None and any(v == v and v != 0 for v in table.cols[time_key])
     return ["time/ns", samples_key] if timed else [samples_key]
 
