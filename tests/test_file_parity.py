@@ -271,3 +271,12 @@ def test_the_flame_graph_draws_no_exclusive_metric_of_an_upstream_file():
     assert drawn[0] == "time (ns)" and "count" in drawn
     assert not {"a", "u", "p"} & set(drawn)  # summed, they would draw widths upstream's viewer never shows
     assert {"a", "u"} <= set(flame.additive(["a", "u"]))  # without the file's kinds: our own files' rule
+
+
+def test_list_names_an_upstream_files_unmarked_keys_exclusive(capsys):
+    from proton_core.viewer import main
+
+    assert main(["-l", os.path.join(os.path.dirname(__file__), "data", "upstream", "upstream.hatchet")]) == 0
+    out = capsys.readouterr().out
+    line = next(l for l in out.splitlines() if l.split() and l.split()[0] == "a")
+    assert "exclusive" in line, out

@@ -125,8 +125,8 @@ class View:
             _check_lines_args(args)
         paths = files.expand(args.profile, args.phase)
         data = read_merged(paths, self.warnings)
-        self.listing = ([names.printable(line) for line in derive.describe(data.metric_keys(), _kernels_with_lines(data))]
-                        if args.list else None)
+        described = derive.describe(data.metric_keys(), _kernels_with_lines(data), kinds=data.kinds) if args.list else ()
+        self.listing = [names.printable(line) for line in described] if args.list else None
         if args.list:
             return
         if args.diff_profile:
