@@ -68,3 +68,4 @@ def test_an_inclusive_metric_must_stay_a_number(tmp_path):
                 pass
     finally:
         proton.finalize()
+
