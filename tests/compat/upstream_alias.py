@@ -57,16 +57,23 @@ def _internal(name: str) -> type:
 class _Lenient(types.ModuleType):
     """Our module under upstream's name; a name upstream has and ours lacks is a function that fails when
     called, so each test that needs it fails alone (``from triton.profiler.viewer import get_raw_metrics``
-    would otherwise fail the whole file at collection)."""
+    would otherwise fail the whole file at collection).
 
-    def __init__(self, name: str, ours: types.ModuleType) -> None:
+    ``upstream_api``, where given, is our module of upstream's API for this name: its ``__all__`` comes
+    first, so that a name both have (``read``) means what it means upstream."""
+
+    def __init__(self, name: str, ours: types.ModuleType, upstream_api: types.ModuleType | None = None) -> None:
         super().__init__(name, ours.__doc__)
         self.__dict__["_ours"] = ours
+        self.__dict__["_upstream_api"] = upstream_api
         self.__path__ = getattr(ours, "__path__", [])
         self.__file__ = getattr(ours, "__file__", None)
 
     def __getattr__(self, item: str):
         ours = self.__dict__["_ours"]
+        api = self.__dict__["_upstream_api"]
+        if api is not None and item in getattr(api, "__all__", ()):
+            return getattr(api, item)
         try:
             return getattr(ours, item)
         except AttributeError:
@@ -82,6 +89,8 @@ class _Lenient(types.ModuleType):
 
 #: upstream modules whose missing names become failing functions rather than import errors
 LENIENT = (".viewer",)
+#: upstream module -> our module of its upstream-shaped API, served before ours under upstream's name
+UPSTREAM_API = {".viewer": "proton_core.viewer.upstream_api"}
 
 
 def _module(name: str, **attrs) -> types.ModuleType:
@@ -144,7 +153,13 @@ def install() -> None:
         except ImportError:  # an older proton_core: the tests that import it fail, the others run
             continue
         if suffix in LENIENT:
-            module = _Lenient("triton.profiler" + suffix, module)
+            api = None
+            if suffix in UPSTREAM_API:
+                try:
+                    api = importlib.import_module(UPSTREAM_API[suffix])
+                except ImportError:  # an older proton_core: its names fail when called, as any missing one
+                    api = None
+            module = _Lenient("triton.profiler" + suffix, module, api)
         sys.modules["triton.profiler" + suffix] = module
     profiler = sys.modules["triton.profiler"]
     triton.profiler = profiler
