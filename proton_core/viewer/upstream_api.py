@@ -271,11 +271,18 @@ def derive_metrics(gf, metrics, inclusive_metrics, exclusive_metrics, device_inf
 def format_frames(gf, format):
     """Shorten frame names of the form ``path/file:line@function`` in place: ``file_function_line``
     (``file:line@function``), ``function_line`` (``line@function``), ``file_function``
-    (``file@function``); ``full`` or None keeps them."""
+    (``file@function``); ``full`` or None keeps them.  A name without ``@`` (a scope, a kernel) stays
+    as it is under ``file_function`` too, where upstream writes ``ROOT@ROOT``."""
+
+    def file_function(name):
+        if "@" not in name:
+            return name
+        return f"{name.split('/')[-1].split(':')[0]}@{name.split('@')[-1].split(':')[0]}"
+
     shorten = {
         "file_function_line": lambda name: name.split("/")[-1],
         "function_line": lambda name: name.split(":")[-1],
-        "file_function": lambda name: f"{name.split('/')[-1].split(':')[0]}@{name.split('@')[-1].split(':')[0]}",
+        "file_function": file_function,
     }.get(format)
     if shorten is not None:
         gf.dataframe["name"] = gf.dataframe["name"].map(lambda name: shorten(name) if isinstance(name, str) else name)
