@@ -64,12 +64,18 @@ def metrics(**values):
     return [(parse_name(k, allow_reserved=True), v) for k, v in values.items()]
 
 
+#: the kernel times upstream measured for the fixture, given to the fake backend's kernels
+KERNEL_NS = {k: int(EXPECTED["metrics"]["time/ns"][f"ROOT/test0/{p}"]) for k, p in
+             (("kernel_a", "kernel_a"), ("kernel_b", "test1/kernel_b"))}
+
+
 def run_workload(fake, *sessions_args):
-    """The workload of scripts/upstream_fixtures.py on the fake backend (kernels carry flops16/bytes)."""
+    """The workload of scripts/upstream_fixtures.py on the fake backend (kernels carry flops16/bytes and the
+    times upstream measured)."""
     ids = [proton.start(*args, backend="fake", **kw) for args, kw in sessions_args]
 
     def launch(name, flops16, nbytes):
-        fake.launch(name, 5000 if name == "kernel_a" else 3000, inner=[((), {"flops16": flops16, "bytes": nbytes})])
+        fake.launch(name, KERNEL_NS[name], inner=[((), {"flops16": flops16, "bytes": nbytes})])
 
     with proton.scope("test0", {"u": 2.0, "a (exc)": 1.0, "p (pty)": 3.0}):
         launch("kernel_a", 4.0e9, 2.0e6)
@@ -86,9 +92,11 @@ def test_our_viewer_reads_upstreams_files_as_tritons_viewer(name):
     """Time, count, flops, bytes, a user metric given inclusive, exclusive, property: Triton's numbers."""
     table = read_table(os.path.join(DATA, name))
     assert_same(our_values(table, METRICS), EXPECTED["metrics"])
-    # upstream's file says nothing but the root: user metrics it lacks are never summed
-    assert table.kinds == {"u": "exc", "a": "exc", "p": "exc", "flops16": "exc", "bytes": "exc"}
-    assert EXPECTED["metrics"]["a"]["ROOT"] is None and EXPECTED["metrics"]["time/ns"]["ROOT"] == pytest.approx(8000)
+    # upstream's file says nothing but the root: what the root lacks (the exclusive a) is never summed;
+    # Triton 3.6 marks every other key there, the property p too, so both viewers sum those
+    assert table.kinds == {"a": "exc"}
+    assert EXPECTED["metrics"]["a"]["ROOT"] is None and EXPECTED["metrics"]["a"]["ROOT/test0"] == 1.0
+    assert EXPECTED["metrics"]["time/ns"]["ROOT"] == pytest.approx(sum(KERNEL_NS.values()))
 
 
 def test_the_viewer_prints_upstreams_exclusive_metrics_per_node(capsys):
@@ -97,8 +105,9 @@ def test_the_viewer_prints_upstreams_exclusive_metrics_per_node(capsys):
     lines = capsys.readouterr().out.splitlines()
     (root,) = [line.split()[:3] for line in lines if " ROOT" in line]
     (test0,) = [line.split()[:3] for line in lines if line.endswith("test0")]
-    assert test0 == ["1.000", "2.000", "8000.000"]
-    assert root == ["-", "-", "8000.000"]  # a and u were 7.000 and 8.000: summed up the tree
+    total = sum(KERNEL_NS.values())
+    assert test0 == ["1.000", "7.000", f"{total:.3f}"]  # u marked on upstream's root: summed (2 + 5)
+    assert root == ["-", "8.000", f"{total:.3f}"]  # a, not marked: never summed (it was 7.000)
 
 
 def test_the_msgpack_fixture_is_the_json_fixture():
@@ -121,14 +130,14 @@ def test_merged_upstream_files_keep_their_kinds(tmp_path):
     merged = combine.merge(read_table(path), read_table(path))
     values = our_values(merged, ["a", "u", "time/ns"])
     assert values["a"]["ROOT"] is None and values["a"]["ROOT/test1"] == 12.0
-    assert values["u"]["ROOT/test0"] == 4.0 and values["u"]["ROOT"] is None
-    assert values["time/ns"]["ROOT"] == 16000
+    assert values["u"]["ROOT/test0"] == 14.0 and values["u"]["ROOT"] == 16.0
+    assert values["time/ns"]["ROOT"] == 2 * sum(KERNEL_NS.values())
 
 
 def test_read_profile_of_an_upstream_file_knows_the_kinds():
     read = hatchet.read(os.path.join(DATA, "upstream.hatchet_msgpack"))
-    assert not read.is_inclusive("a") and not read.is_inclusive("u") and read.is_inclusive("time (ns)")
-    assert [c.name for c in read.root.children] == ["test0", "test1", "host"]
+    assert not read.is_inclusive("a") and read.is_inclusive("u") and read.is_inclusive("time (ns)")
+    assert sorted(c.name for c in read.root.children) == ["host", "test0", "test1"]
 
 
 # ---------------------------------------------------- our files, as upstream's ----
@@ -169,9 +178,12 @@ def test_our_numbers_on_our_file_match_upstreams_on_theirs(tmp_path, fake):
     run_workload(fake, ((str(tmp_path / "p"),), {}))
     proton.finalize()
     ours = our_values(read_table(tmp_path / "p.hatchet"), ["time/ns", "count", "a", "p", "avg_time/ns"])
-    for metric in ("time/ns", "count", "a", "p", "avg_time/ns"):
+    for metric in ("time/ns", "count", "a", "avg_time/ns"):
         assert_same({metric: ours[metric]}, {metric: {k: v for k, v in EXPECTED["metrics"][metric].items()
                                                       if not k.endswith("host")}})
+    # a property stays per node in ours; Triton 3.6 marks it on its root and sums it (docs/compat.md)
+    assert ours["p"]["ROOT/test0"] == 3.0 and ours["p"]["ROOT"] is None
+    assert EXPECTED["metrics"]["p"]["ROOT/test0"] == 10.0
     # an inclusive user metric and kernel flops: ours sums them (marked on the root, Triton's viewer too)
     ours = our_values(read_table(tmp_path / "p.hatchet"), ["u", "flops16"])
     assert ours["u"]["ROOT"] == 8.0 and ours["u"]["ROOT/test0"] == 7.0
@@ -198,7 +210,7 @@ def test_the_viewer_reads_msgpack_from_the_command_line(tmp_path, fake, capsys):
     proton.finalize(s)
     assert viewer.main(["-m", "a,time/ns", str(tmp_path / "m.hatchet_msgpack")]) == 0
     out = capsys.readouterr().out
-    assert "kernel_b" in out and "8000.000" in out
+    assert "kernel_b" in out and f"{sum(KERNEL_NS.values()):.3f}" in out
 
 
 def test_old_files_with_suffixed_keys_read_as_new_ones(tmp_path, fake):
@@ -268,8 +280,8 @@ def test_the_flame_graph_draws_no_exclusive_metric_of_an_upstream_file():
 
     table = read(os.path.join(os.path.dirname(__file__), "data", "upstream", "upstream.hatchet"))
     drawn = flame.additive(["time (ns)", "count", "a", "u", "p"], table.kinds)
-    assert drawn[0] == "time (ns)" and "count" in drawn
-    assert not {"a", "u", "p"} & set(drawn)  # summed, they would draw widths upstream's viewer never shows
+    assert drawn[0] == "time (ns)" and {"count", "u"} <= set(drawn)  # marked on upstream's root: summed there too
+    assert "a" not in drawn  # not marked: summed, it would draw widths upstream's viewer never shows
     assert {"a", "u"} <= set(flame.additive(["a", "u"]))  # without the file's kinds: our own files' rule
 
 
