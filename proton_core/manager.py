@@ -394,7 +394,11 @@ def split_names(value) -> list[str]:
     if isinstance(value, str):
         return [v.strip() for v in value.split(",") if v.strip()]
     if isinstance(value, (list, tuple)):
-        return [str(v) for v in value]
+        return [n for v in value for n in split_names(v)] if any(not isinstance(v, str) for v in value) \
+            else [str(v) for v in value]
+    name = getattr(value, "hook_name", None)  # upstream's hook objects (proton_frameworks.launch_hook.LaunchHook)
+    if isinstance(name, str):
+        return [name]
     raise ProtonError(f"hook must be a name such as 'triton' or a list of names, not {type(value).__name__}")
 
 

@@ -40,3 +40,11 @@ class SharedInstall:
             if self.users == 0:
                 state, self.state = self.state, None
                 self._uninstall(state)
+
+    def reinstall(self) -> None:
+        """Undo and redo the install now, if installed (what it installs changed: e.g. other hooks)."""
+        with self._lock:
+            if self.users:
+                state, self.state = self.state, None
+                self._uninstall(state)
+                self.state = self._install()

@@ -49,6 +49,7 @@ from proton_core.plugin_api import (
 )
 from proton_core.plugin_api import thread_state
 
+from .launch_hook import State as LAUNCH, next_id as next_launch_id
 from .triton_hooks import LAUNCH_METADATA_PRIORITY, MANAGER
 
 _THREAD = thread_state()  # attribute reads, not calls: these hooks run on every launch
@@ -130,10 +131,14 @@ def launch_enter(meta) -> None:
     """Triton's enter hook: evaluate launch_metadata, open an op with its name and metrics."""
     if not ACTIVITY.any:
         return
+    if LAUNCH.ids:
+        next_launch_id()
     # A kernel without launch_metadata: its LazyDict holds only Triton's keys
     # and nothing to evaluate; its node is already named after the kernel.
     if not getattr(meta, "extras", True) and RESERVED_KEYS.issuperset(meta.data):
         return
+    if LAUNCH.filter is not None and not LAUNCH.filter.allows(meta.data.get("name")):
+        return  # LaunchHook.configure(include=/exclude=): its launch_metadata does not run
     data = meta.get()
     items = tuple(data.items())
     try:
@@ -189,12 +194,26 @@ def _load_native():
 _NATIVE = _load_native()
 
 
+_PYTHON_ONLY = False
+
+
 def hooks() -> tuple:
-    """The (enter, exit) callables installed for Triton: the native ones unless ``PROTON_TRITON_NATIVE=0``
-    or they are not built, else :func:`launch_enter`/:func:`launch_exit` (same behaviour, slower)."""
-    if _NATIVE is not None and os.environ.get("PROTON_TRITON_NATIVE", "1").strip() != "0":
+    """The (enter, exit) callables installed for Triton: the native ones unless ``PROTON_TRITON_NATIVE=0``,
+    they are not built or :func:`use_python_hooks` was called, else :func:`launch_enter`/:func:`launch_exit`
+    (same behaviour, slower)."""
+    if _NATIVE is not None and not _PYTHON_ONLY and os.environ.get("PROTON_TRITON_NATIVE", "1").strip() != "0":
         return _NATIVE.launch_enter, _NATIVE.launch_exit
     return launch_enter, launch_exit
+
+
+def use_python_hooks() -> None:
+    """From now on install the Python hooks (what a launch filter and launch ids need: :mod:`.launch_hook`);
+    hooks installed now are swapped at once."""
+    global _PYTHON_ONLY
+    if _PYTHON_ONLY:
+        return
+    _PYTHON_ONLY = True
+    HOOKS.reinstall()
 
 
 def hook_owner():
