@@ -151,7 +151,22 @@ def parse_metrics(metrics) -> list[tuple[MetricName, object]]:
     out = []
     for k, v in metrics.items():
         name = parse_name(k)
-        out.append((name, check_text(k, name, v) if type(v) is str else check_value(k, v)))
+        kind = type(v)
+        out.append((name, check_text(k, name, v) if kind is str else
+                    check_list(k, v) if kind is list or kind is tuple else check_value(k, v)))
+    return out
+
+
+def check_list(key: str, values) -> list:
+    """A list of numbers, as upstream takes (``{"bar": [1, 2, 3]}``): each checked as a metric value; summed
+    element by element where it adds up (the shorter padded with zeros), a property's replaced."""
+    if not values:
+        raise ProtonError(f"metric {key!r} is an empty list: pass numbers, e.g. [1, 2, 3]")
+    out = []
+    for i, value in enumerate(values):
+        if type(value) is str or isinstance(value, (list, tuple)) or is_tensor(value):
+            raise ProtonError(f"metric {key!r} has {value!r} at index {i}: a list metric holds numbers only")
+        out.append(check_value(f"{key}[{i}]", value))
     return out
 
 

@@ -165,7 +165,7 @@ class Session:
         path = tuple(name for _, name in elements)
         numbers = []
         for name, value in parsed:
-            if isinstance(value, (int, float, str)):
+            if isinstance(value, (int, float, str, list)):
                 numbers.append((name, value))
             else:
                 self.pending.append((self.phases.current, path, name, value))
@@ -226,11 +226,11 @@ class Session:
         if not self.base.incremental:
             self.add_metrics(self.base.here(), parsed)
             return
-        numbers = [(name, value) for name, value in parsed if isinstance(value, (int, float, str))]
+        numbers = [(name, value) for name, value in parsed if isinstance(value, (int, float, str, list))]
         if len(numbers) != len(parsed):
             path = tuple(name for _, name in self.base.here())
             self.pending.extend((self.phases.current, path, name, value) for name, value in parsed
-                                if not isinstance(value, (int, float, str)))
+                                if not isinstance(value, (int, float, str, list)))
         if numbers:
             self._supersede(None, numbers)
             merge_metrics(self.node_at(THREAD.current), numbers)

@@ -175,7 +175,7 @@ _lock = threading.Lock()
 
 
 @settings(max_examples=40, deadline=None, database=None,  # no .hypothesis folder left in the checkout
-          suppress_health_check=[HealthCheck.function_scoped_fixture])
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(calls=st.lists(CALL, min_size=1, max_size=6))
 def test_generated_extreme_values_write_strict_json_every_viewer_command_reads(tmp_path, capsys, calls):
     with _lock:

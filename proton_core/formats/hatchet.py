@@ -61,6 +61,15 @@ def _clamped(metrics: dict) -> dict:
     clamped = 0
     out = {}
     for key, value in metrics.items():
+        if type(value) is list:  # a list metric: each element as a number
+            kept = []
+            for item in value:
+                if (type(item) is int or type(item) is float) and not -MAX_VALUE <= item <= MAX_VALUE:
+                    clamped += 1
+                    item = 0 if item != item else (MAX_VALUE if item > 0 else -MAX_VALUE)
+                kept.append(item)
+            out[key] = kept
+            continue
         if (type(value) is int or type(value) is float) and not -MAX_VALUE <= value <= MAX_VALUE:
             clamped += 1
             if value != value:
@@ -138,10 +147,10 @@ def document(profile, metadata: dict | None = None) -> list:
     records both (:mod:`proton_core.formats.keys`), so our readers read the file
     as the program named its metrics.
     """
-    used = metric_keys(profile.tree)
+    used, odd = metric_keys(profile.tree)
     names = keys.file_names(used)
     root = literal(profile.tree, names)
-    marks = keys.root_marks(used, names, root["metrics"])
+    marks = keys.root_marks(used - odd, names, root["metrics"])
     for key in marks:
         root["metrics"][key] = 0
     meta = dict(metadata or {})
@@ -161,16 +170,22 @@ def document(profile, metadata: dict | None = None) -> list:
     return [root, profile.device_info()]
 
 
-def metric_keys(tree) -> set:
-    """Every metric key a :class:`~proton_core.model.Tree`'s nodes hold (iteratively: trees can be deep)."""
+def metric_keys(tree) -> tuple[set, set]:
+    """Every metric key a :class:`~proton_core.model.Tree`'s nodes hold (iteratively: trees can be deep), and
+    those with a list or text value somewhere (never marked on the root: no viewer sums them)."""
     found: set = set()
+    odd: set = set()
     stack = [tree.root]
     while stack:
         node = stack.pop()
-        if node.metrics:
-            found.update(node.metrics)
+        metrics = node.metrics
+        if metrics:
+            found.update(metrics)
+            for key, value in metrics.items():
+                if type(value) is list or type(value) is str:
+                    odd.add(key)
         stack.extend(node.children.values())
-    return found
+    return found, odd
 
 
 def write(profile, path: str, metadata: dict | None = None) -> None:

@@ -52,6 +52,21 @@ class Node:
             stack.extend((path + (c.name,), c) for c in reversed(node.children.values()))
 
 
+def add_values(old, new):
+    """``old + new`` for metric values: numbers add, lists add element by element (the shorter padded with
+    zeros), a number and a list add the number to the first element; text is replaced by what comes after."""
+    if type(old) is str or type(new) is str:
+        return new
+    old_list, new_list = type(old) is list, type(new) is list
+    if not old_list and not new_list:
+        return old + new
+    a = old if old_list else [old]
+    b = new if new_list else [new]
+    if len(a) < len(b):
+        a, b = b, a
+    return [x + (b[i] if i < len(b) else 0) for i, x in enumerate(a)]
+
+
 def merge_metrics(node: Node, metrics) -> None:
     """Add parsed ``[(MetricName, number)]`` to ``node``: summed, properties replaced."""
     store = node.metrics
@@ -60,8 +75,7 @@ def merge_metrics(node: Node, metrics) -> None:
         if name.kind == PROPERTY or type(value) is str:
             store[key] = value  # a property, or text (which does not add up): the last one set wins
         else:
-            old = store.get(key, 0)
-            store[key] = value if type(old) is str else old + value  # a number after text replaces it
+            store[key] = add_values(store.get(key, 0), value)
 
 
 class Tree:
@@ -99,9 +113,7 @@ class Tree:
         while stack:
             mine, theirs = stack.pop()
             for key, value in theirs.metrics.items():
-                old = mine.metrics.get(key, 0)
-                replaced = key.endswith("(pty)") or type(value) is str or type(old) is str
-                mine.metrics[key] = value if replaced else old + value
+                mine.metrics[key] = value if key.endswith("(pty)") else add_values(mine.metrics.get(key, 0), value)
             for device, (time_ns, count) in theirs.kernels.items():
                 stats = mine.kernels.setdefault(device, [0, 0])
                 stats[0] += time_ns
