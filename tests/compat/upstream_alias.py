@@ -166,10 +166,20 @@ def install() -> None:
     hook_names = dict(HookManager=_internal("HookManager"), LaunchHook=_internal("LaunchHook"),
                       InstrumentationHook=_internal("InstrumentationHook"),
                       COMPUTE_METADATA_SCOPE_NAME=METADATA_SCOPE)
+    try:  # ours: LaunchHook (include/exclude), id, COMPUTE_METADATA_SCOPE_NAME
+        launch = importlib.import_module("proton_frameworks.launch_hook")
+        hook_names["LaunchHook"] = launch.LaunchHook
+    except ImportError:
+        launch = None
     hooks = _module("triton.profiler.hooks", **hook_names)
     for sub in ("hook", "launch", "instrumentation"):
+        if sub == "launch" and launch is not None:
+            sys.modules["triton.profiler.hooks.launch"] = launch
+            hooks.launch = launch
+            continue
         setattr(hooks, sub, _module(f"triton.profiler.hooks.{sub}", __path__=None, **hook_names))
     _module("triton.profiler.hook", __path__=None, **hook_names)  # the name before hooks/ (Triton 3.3)
+    profiler.hooks = hooks  # `import triton.profiler.hooks.launch as x` reads it off the package
 
 
 install()
