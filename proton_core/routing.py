@@ -47,7 +47,10 @@ def flush(state: BackendState, complete: bool = True) -> None:
     state.devices.update({k: {**state.devices.get(k, {}), **v} for k, v in batch.devices.items()})
     epochs = state.epochs
     unrouted = 0
-    for epoch, node_id, kernel, device_id, time_ns, count in batch.records:
+    # In node order (a backend numbers nodes as launches first reach them): sibling scopes are written in
+    # the order the program first launched under them, as upstream's file has them, not the backend's
+    # hash order.
+    for epoch, node_id, kernel, device_id, time_ns, count in sorted(batch.records, key=_node_of):
         routes = epochs.get(epoch)
         if routes is None:  # an epoch already retired: the backend broke "a flush delivers every earlier launch"
             unrouted += count
@@ -102,6 +105,10 @@ def flush(state: BackendState, complete: bool = True) -> None:
                  "their kernels are missing from the profile (see 'dropped' in the profile)")
     if bad_name is not None:  # after the bookkeeping: the rest of the batch is filed, this entry is not
         raise bad_name
+
+
+def _node_of(record) -> int:
+    return record[1]
 
 
 def route_kernel_metrics(state: BackendState, entries, epochs) -> tuple:
