@@ -12,6 +12,8 @@ How a tree is written to a file is the formats' business
 
 from __future__ import annotations
 
+import math
+
 from ..inclusive import is_inclusive, subtree_sums
 from ..metrics import COUNT_KEY, PROPERTY, TIME_KEY
 
@@ -59,7 +61,10 @@ def add_values(old, new):
         return new
     old_list, new_list = type(old) is list, type(new) is list
     if not old_list and not new_list:
-        return old + new
+        try:
+            return old + new
+        except OverflowError:  # an int sum past a double, plus a float: past any double, clamped when written
+            return math.inf
     a = old if old_list else [old]
     b = new if new_list else [new]
     if len(a) < len(b):
