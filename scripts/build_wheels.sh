@@ -111,7 +111,10 @@ for f in "$stage"/dist/*.tar.gz "$stage"/wheels/*.whl; do
       # The extensions dlopen libcupti and libcuda, and the torch observers link the installed torch's
       # libraries: nothing to graft, only the tag to prove.
       rm -rf "$stage/repaired"
-      auditwheel repair --exclude libc10.so --exclude libtorch_cpu.so --wheel-dir "$stage/repaired" "$f" \
+      # --plat: the floor asked for (a module that needs nothing of libc, as frameworks' for 3.10, leaves auditwheel
+      # no libc to detect otherwise); auditwheel adds the more compatible tags the wheel also meets.
+      auditwheel repair --plat "manylinux_${GLIBC//./_}_x86_64" --exclude libc10.so --exclude libtorch_cpu.so \
+        --wheel-dir "$stage/repaired" "$f" \
         >"$stage/repair.log" 2>&1 ||
         fail "$stage/repair.log" "auditwheel repair of $f FAILED"
       for r in "$stage"/repaired/*.whl; do
