@@ -15,6 +15,8 @@ falls back to the poll until the next phase end reserves a new one.
 
 from __future__ import annotations
 
+import time
+
 #: Epoch numbers reserved per block: switches the backend may make between two of the core's polls.
 RESERVED = 64
 
@@ -58,12 +60,9 @@ def follow(state, upto: int | None = None) -> None:
     while switching.bound < upto:
         switching.bound += 1
         if not session.closed:
-            session.settle()
-            session.phases.advance()
+            session.end_phase()
         state.epochs[switching.bound] = tuple((s, s.phases.current) for s in switching.members)
     if session.writer is not None:
-        import time
-
         session.writer.phase_started = time.monotonic()
     state.backend.phase_ended()
 

@@ -235,8 +235,7 @@ class Manager:
         with self.lock:
             session = self._one(session_id)
             epoch_switching.follow(session.backend_state)  # phases the backend already ended come first
-            session.settle()  # what was counted so far belongs to the phase that ends
-            phase = session.phases.advance()
+            phase = session.end_phase()
             self._refresh()  # a new epoch carries the new phase
             session.backend_state.backend.phase_ended()
             return phase

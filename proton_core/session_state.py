@@ -240,6 +240,12 @@ class Session:
         if self.tallies.settle(self._merge_at):
             ACTIVITY.generation += 1
 
+    def end_phase(self) -> int:
+        """Close the current phase and open the next (manager lock held): what was counted so far goes to
+        the phase that ends.  Returns the new phase's number."""
+        self.settle()
+        return self.phases.advance()
+
     def resolve_pending(self) -> None:
         """Read the tensor metric values; a bad one is left out with one warning, never the profile."""
         pending, self.pending = self.pending, []
