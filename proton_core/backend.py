@@ -117,6 +117,8 @@ class Backend:
     def set_context(self, context_id: int) -> None:
         """The calling thread's current core context id is now ``context_id``.
 
+        A thread whose context was never set (a native thread the framework runs work on: autograd's
+        backward threads) launches under the main thread's context of the moment (decision 0245).
         Leaving it (and ``context_setter``) alone tells the core the backend
         ignores contexts: scopes then call nothing on it.
         """

@@ -34,6 +34,7 @@ class SyntheticBackend(Backend):
     def __init__(self) -> None:
         SyntheticBackend.instance = self
         self.local = threading.local()
+        self.main_ctx = 0  # the main thread's context as last set: threads that never set theirs launch under it
         self.lock = threading.Lock()
         self.trie: dict[tuple, int] = {}
         self.new_nodes: list = []
@@ -90,6 +91,8 @@ class SyntheticBackend(Backend):
 
     def set_context(self, context_id):
         self.local.ctx = context_id
+        if threading.current_thread() is threading.main_thread():
+            self.main_ctx = context_id
 
     def flush(self):
         with self.lock:
@@ -120,7 +123,7 @@ class SyntheticBackend(Backend):
         chain = []
         if self.python_frames:
             chain += [(NODE_FRAME, f) for f in capture_frames()]
-        chain.append((NODE_CONTEXT, getattr(self.local, "ctx", 0)))
+        chain.append((NODE_CONTEXT, getattr(self.local, "ctx", self.main_ctx)))  # never set: the main thread's
         return chain
 
     def _node(self, chain):

@@ -4,6 +4,7 @@
 #include "pcsampling.h"
 #include "pyframes.h"
 
+#include <pthread.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -25,12 +26,30 @@ struct FrameMemo {
 // The calling thread's core context id (set_context), alone in initial-exec TLS: the torch and nvtx
 // plugins set and read it around every operator and range, and a plain %fs load is all that costs.
 thread_local uint64_t tls_ctx __attribute__((tls_model("initial-exec"))) = 0;
+// Whether the core ever set this thread's context, and whether this is the process's main thread (-1: not
+// looked up yet; a fork's child looks again).
+thread_local bool tls_own __attribute__((tls_model("initial-exec"))) = false;
+thread_local int8_t tls_main __attribute__((tls_model("initial-exec"))) = -1;
+// The main thread's context as last set.  A thread whose context the core never set (autograd's device
+// threads, which run the backward pass; a pool thread that opened no scope) launches under it, as
+// upstream's shadow source starts a new thread on the main thread's stack: the backward pass's kernels
+// land under the scope it was called in, not at the root.  Decision 0245.
+std::atomic<uint64_t> g_main_ctx{0};
 std::atomic<Recorder::ContextProvider> g_provider{nullptr};
 
-// The context a launch on this thread goes under: as last set, or as the provider names it.
+inline bool is_main_thread() {
+  if (tls_main < 0) tls_main = syscall(SYS_gettid) == getpid() ? 1 : 0;
+  return tls_main == 1;
+}
+
+// The calling thread's context: its own as last set, else the main thread's of the moment.
+inline uint64_t thread_context() { return tls_own ? tls_ctx : g_main_ctx.load(std::memory_order_relaxed); }
+
+// The context a launch on this thread goes under: the thread's, or as the provider names it.
 inline uint64_t launch_context() {
   Recorder::ContextProvider provider = g_provider.load(std::memory_order_acquire);
-  return provider != nullptr ? provider(tls_ctx) : tls_ctx;
+  uint64_t ctx = thread_context();
+  return provider != nullptr ? provider(ctx) : ctx;
 }
 
 // A context's trie node (python frames off), remembered per thread for the last 64 contexts: launches
@@ -90,10 +109,15 @@ Recorder& recorder() {
 Recorder::Recorder() : slots_(new Slot[kSlots]) {
   // Touch the table now so that its pages count before profiling, not during it.
   for (uint32_t i = 0; i < kSlots; ++i) slots_[i].corr.store(0, std::memory_order_relaxed);
+  pthread_atfork(nullptr, nullptr, [] { tls_main = -1; });  // a fork's only thread is its main thread
 }
 
-void Recorder::set_context(uint64_t ctx) { tls_ctx = ctx; }
-uint64_t Recorder::context() { return tls_ctx; }
+void Recorder::set_context(uint64_t ctx) {
+  tls_ctx = ctx;
+  tls_own = true;
+  if (is_main_thread()) g_main_ctx.store(ctx, std::memory_order_relaxed);
+}
+uint64_t Recorder::context() { return thread_context(); }
 void Recorder::set_provider(ContextProvider provider) { g_provider.store(provider, std::memory_order_release); }
 
 void Recorder::reset() {
