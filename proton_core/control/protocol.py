@@ -40,6 +40,8 @@ def read_request(conn: socket.socket) -> str:
         if len(data) > MAX_REQUEST:
             raise BadRequest(f"request too long (over {MAX_REQUEST} bytes); send one of {', '.join(COMMANDS)}")
     line = data.split(b"\n", 1)[0].strip()
+    if not line:
+        raise BadRequest(f"empty request; send one of {', '.join(COMMANDS)} and a newline")
     try:
         command = line.decode("ascii")
     except UnicodeDecodeError:
