@@ -11,6 +11,8 @@
   created atomically (a hard link, else ``O_CREAT | O_EXCL``) holding the
   claimant's pid, honoured while that pid is alive; a process removes its own
   at exit, and the first claim of a process sweeps those of dead ones.
+* Where the job's launcher gives this process a rank (torchrun, Slurm, MPI), the name gets
+  ``.rank<k>`` first (:mod:`proton_core.distributed.naming`): no two ranks of a job share a file.
 * :func:`fallback_path` is a unique file in the temporary directory, for a
   write that fails at exit after all (the disk filled, the directory vanished).
 """
@@ -24,6 +26,7 @@ import tempfile
 import threading
 
 from . import log
+from .distributed import naming
 from .errors import ProtonError
 
 _lock = threading.Lock()
@@ -172,6 +175,7 @@ def claim(name: str, extension: str, continuing: bool = False) -> str:
     ``continuing``: the session goes on with a profile this process wrote (``proton.profile``'s later
     calls), so replacing its own file is what is asked; other processes' claims still hold.
     """
+    name = naming.at_start(name, extension)  # a rank of a job writes its own file
     with _lock:
         candidate, number, why = name, 0, ""
         while True:

@@ -2,6 +2,8 @@
 
 Sinks (``proton_register_sinks``) own the bytes; this module picks the sink,
 names the file and makes a failed write leave no partial file and keep the data.
+In a multi-process job the name gets the rank known at write time, and every write
+says which part it is (:mod:`proton_core.distributed.stamp`).
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 import os
 
 from . import destinations, log, periodic
+from .distributed import naming, stamp
 from .errors import ProtonError
 from .plugins import get_plugins
 
@@ -30,7 +33,29 @@ def output_path(name: str, extension: str) -> str:
 
 
 def write(session, fmt: str, name: str, plugins, fallback: bool = False) -> str:
+    name = naming.at_write(name, plugins.sinks.get(fmt).extension)
     return write_profile(session.profile, fmt, name, plugins, session.id, fallback)
+
+
+def sink_writer(reg):
+    """The sink's ``writer(profile, path)``; hatchet's two put the ``distributed``/``part``/``final`` keys of
+    :mod:`proton_core.distributed.stamp` into the root's metadata beside their own."""
+    from .sinks import hatchet as hatchet_sinks
+
+    if reg.writer not in (hatchet_sinks.write, hatchet_sinks.write_msgpack) or not stamp.metadata_wanted():
+        return reg.writer
+    from .formats import hatchet
+
+    def write_with_metadata(profile, path):
+        meta = {**hatchet.metadata(profile), **stamp.metadata(profile)}
+        if reg.writer is hatchet_sinks.write:
+            hatchet.write(profile, path, metadata=meta)
+        else:
+            from .formats import hatchet_msgpack
+
+            hatchet_msgpack.write(profile, path, metadata=meta)
+
+    return write_with_metadata
 
 
 def temp_name(path: str) -> str:
@@ -47,11 +72,13 @@ def write_profile(profile, fmt: str, name: str, plugins, session_id: int, fallba
 
     With ``fallback`` (at exit, under the CLI: no later ``finalize()`` can retry) a write that fails
     goes to a new file in the temporary directory instead, and one line says where.
+    Which file of the session this is (a part, the final one) comes from :func:`stamp.writing`.
     """
     reg = plugins.sinks.get(fmt)
+    writer = sink_writer(reg)
     path = output_path(name, reg.extension)
     try:
-        atomic_write(reg.writer, profile, path)
+        atomic_write(writer, profile, path)
     except OSError as exc:
         reason = exc.strerror or str(exc)
         if not fallback:
@@ -61,7 +88,7 @@ def write_profile(profile, fmt: str, name: str, plugins, session_id: int, fallba
             ) from None
         try:
             other = destinations.fallback_path(path)
-            atomic_write(reg.writer, profile, other)
+            atomic_write(writer, profile, other)
         except OSError as second:
             raise ProtonError(f"cannot write the profile to {os.path.abspath(path)} ({reason}), nor to the "
                               f"temporary directory ({second.strerror or second})") from None
@@ -97,6 +124,8 @@ def write_parts(session, fmt: str, name: str, plugins, everything: bool = False)
     from . import log
 
     phases = session.phases
+    name = naming.at_write(name, plugins.sinks.get(fmt).extension)
+    ranked = stamp.metadata_wanted()  # a rank always ends with a final file, so a reader tells it finished
     numbers = sorted(phases.profiles) if everything else phases.complete_phases()
     backlog = session.writer.backlog if session.writer is not None else periodic.Backlog()
     for number in numbers:
@@ -104,16 +133,19 @@ def write_parts(session, fmt: str, name: str, plugins, everything: bool = False)
             continue
         profile = phases.profiles[number]
         empty = not profile.tree.root.children and not profile.tree.root.metrics
-        if not empty or (everything and number == numbers[-1] and not session.parts):  # a run leaves a file
+        last = everything and number == numbers[-1]
+        if not empty or (last and (not session.parts or ranked)):  # a run leaves a file
             backlog.stamp(profile)
             part = periodic.part_name(name, number)
             try:
-                path = write_profile(profile, fmt, part, plugins, session.id)
+                with stamp.writing(number, last):
+                    path = write_profile(profile, fmt, part, plugins, session.id)
             except (ProtonError, OSError) as exc:
                 if not everything:
                     backlog.failed(session, number, part, exc)
                     break
-                path = write_profile(profile, fmt, backlog.fallback_name(name, number), plugins, session.id)
+                with stamp.writing(number, last):
+                    path = write_profile(profile, fmt, backlog.fallback_name(name, number), plugins, session.id)
                 log.warn(f"cannot write part {part} of session {session.id} ({periodic.reason(exc)}); "
                          f"wrote it to {path} instead")
             backlog.written(session, number, path)
