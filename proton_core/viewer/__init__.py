@@ -20,7 +20,7 @@ import sys
 from .._version import __version__
 from ..formats.hatchet import HatchetError
 from ..progress import progress
-from . import combine, derive, files, frames, lines, names, render, shape, table
+from . import combine, derive, files, frames, lines, names, rankfiles, render, shape, table
 from .describe import profile_words
 from .errors import MissingMetric, ViewerError
 from .graphframe import load_graphframe
@@ -82,6 +82,15 @@ def build_parser() -> argparse.ArgumentParser:
                         help="write an interactive flame graph (one offline file) instead of printing the tree")
     parser.add_argument("--speedscope", default=None, metavar="OUT.json",
                         help="write the tree in speedscope's file format instead of printing it")
+    parser.add_argument("--pprof", default=None, metavar="OUT.pb.gz",
+                        help="convert the profile to gzipped pprof (go tool pprof, Parca, Pyroscope) instead of printing it")
+    parser.add_argument("--rank", type=int, default=None, metavar="K",
+                        help="of a distributed run's rank files (name.rank<k>.hatchet), show rank K alone")
+    parser.add_argument("--sort", choices=("imbalance",), default=None,
+                        help="of rank files: list the frames by imbalance over ranks ((max - mean) / max) "
+                             "instead of the tree")
+    parser.add_argument("--force", action="store_true",
+                        help="merge rank files of different runs (run ids) anyway, adding them up")
     parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
     return parser
 
@@ -123,8 +132,7 @@ class View:
         self.warnings: list[str] = [] if warnings is None else warnings
         if args.lines is not None:
             _check_lines_args(args)
-        paths = files.expand(args.profile, args.phase)
-        data = read_merged(paths, self.warnings)
+        paths, data = self._read(args)
         described = derive.describe(data.metric_keys(), _kernels_with_lines(data), kinds=data.kinds) if args.list else ()
         self.listing = [names.printable(line) for line in described] if args.list else None
         if args.list:
@@ -156,6 +164,11 @@ class View:
         self.kernels = render.sorted_kernels(data, self.columns[0]) if args.print_sorted else None  # before -d
         if args.depth is not None:
             shape.prune_depth(data, args.depth - 1)
+
+    def _read(self, args):
+        """(the files named, their table): several files are summed (:func:`read_merged`)."""
+        paths = files.expand(args.profile, args.phase)
+        return paths, read_merged(paths, self.warnings)
 
     def _columns(self, data, wanted: str | None):
         metrics = [m.strip() for m in wanted.split(",") if m.strip()] if wanted else []
@@ -196,6 +209,21 @@ class View:
         yield from render.tree_lines(self.table, self.columns, self.headers, self.root_words, name_of)
         if self.kernels is not None:
             yield from render.kernel_lines(self.table, self.kernels, self.columns, self.headers, name_of)
+
+
+def make_view(args, warnings: list[str]) -> View:
+    """A :class:`View`; of a distributed run's rank files (a directory, a ``run`` prefix, ``run.rank*``), the
+    merged view over ranks (:mod:`.rankview`).  Other files are summed as always."""
+    paths = rankfiles.expand(args.profile)
+    if paths is None:
+        if args.rank is not None or args.sort:
+            flag = "--rank" if args.rank is not None else "--sort imbalance"
+            raise ViewerError(f"{flag} is for a distributed run's rank files (name.rank<k>.hatchet); "
+                              f"{label(args)} is none")
+        return View(args, warnings)
+    from .rankview import RankView
+
+    return RankView(args, paths, warnings)
 
 
 def _check_lines_args(args) -> None:
@@ -243,10 +271,14 @@ def main(argv=None) -> int:
         args = build_parser().parse_args(argv)
     except SystemExit as exc:  # -h, --version, or a one-line usage error
         return exc.code if isinstance(exc.code, int) else 2
+    if args.pprof:
+        from . import pprof_export
+
+        return pprof_export.main(args)
     warnings: list[str] = []  # said before an error too: a file's unreadable values explain a missing metric
     try:
         with progress(f"reading {label(args)}", prefix=PROG):
-            view = View(args, warnings)
+            view = make_view(args, warnings)
             written = write_outputs(view) if (args.html or args.speedscope) and view.listing is None else None
     except (ViewerError, HatchetError) as exc:
         for warning in warnings:

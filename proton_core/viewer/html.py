@@ -23,6 +23,7 @@ from .graphframe import covering_metric
 STATIC = Path(__file__).with_name("static")
 BUNDLE = STATIC / "flamegraph.bundle.js"
 LICENSES = STATIC / "THIRD_PARTY_LICENSES.txt"
+RANKS_SCRIPT = STATIC / "ranks.js"  # the per-rank bars of a distributed run's page
 
 PAGE = """<!DOCTYPE html>
 <html lang="en">
@@ -37,7 +38,7 @@ PAGE = """<!DOCTYPE html>
 <script id="proton-data" type="application/json">{data}</script>
 <script id="third-party-licenses" type="text/plain">{licenses}</script>
 <script>{bundle}</script>
-</body>
+{extra}</body>
 </html>
 """
 
@@ -90,6 +91,17 @@ def page_data(view, frames: Frames) -> dict:
     }
 
 
+def rank_data(view, frames: Frames) -> dict | None:
+    """Of a distributed run's merged view: each rank's value of the compared metric per frame, for the page's
+    per-rank bars (``static/ranks.js``); None otherwise."""
+    values = getattr(view, "rank_values", None)
+    if not values:
+        return None
+    order = frames.order
+    return {"metric": view.headers[0], "ranks": list(view.merged.ranks),
+            "values": [_numbers(col[i] for i in order) for col in values]}
+
+
 def _script_safe(text: str) -> str:
     """Text that cannot close the <script> element it sits in."""
     return text.replace("</", "<\\/")
@@ -98,13 +110,20 @@ def _script_safe(text: str) -> str:
 def write(view, path: str) -> int:
     """Write the page to ``path``; returns the number of frames in it."""
     frames = Frames(view)
-    data = json.dumps(page_data(view, frames), separators=(",", ":"), allow_nan=False)
+    content = page_data(view, frames)
+    ranks = rank_data(view, frames)
+    extra = ""
+    if ranks is not None:
+        content["ranks"] = ranks
+        extra = f'<script id="proton-ranks-script">{_script_safe(RANKS_SCRIPT.read_text(encoding="utf-8"))}</script>\n'
+    data = json.dumps(content, separators=(",", ":"), allow_nan=False)
     page = PAGE.format(
         version=__version__,
         title=_html.escape(f"{os.path.basename(view.table.path)} - proton-view"),
         data=_script_safe(data),
         licenses=_script_safe(LICENSES.read_text(encoding="utf-8")),
         bundle=_script_safe(BUNDLE.read_text(encoding="utf-8")),
+        extra=extra,
     )
     with open(path, "w", encoding="utf-8") as f:
         f.write(page)
