@@ -4,7 +4,8 @@
  * the same steps as proton_frameworks.triton_hook.launch_enter/launch_exit, in C:
  *
  *   enter  no session recording (the core's is_active): nothing.  A kernel without launch_metadata (empty
- *          meta.extras, meta.data's keys all Triton's own): nothing.  Else data = meta.get(), then the core's
+ *          meta.extras, meta.data's keys all Triton's own): nothing.  Else data = meta.get() (inside the scope
+ *          __proton_launch_metadata, so what launch_metadata launches is filed there), then the core's
  *          cached launch step (its C API's open_launch_op(data), the native form of
  *          proton_core.launch_ops.open_counted_op(tuple(data.items()))): the op is open and counted, done.
  *          Where the step declines, the Python remainder (triton_hook._enter_general(data, items)) runs,
@@ -26,6 +27,7 @@ static struct {
     PyObject *reserved;        /* frozenset of Triton's own keys */
     PyObject *general;         /* triton_hook._enter_general(data, items) */
     PyObject *s_extras, *s_data, *s_get, *s_items, *s_issuperset;
+    PyObject *s_metadata_scope; /* "__proton_launch_metadata": what launch_metadata itself launches goes there */
     /* launches by path, for tests and benchmarks: enters done by the core's cached step / by Python code */
     unsigned long long n_enter_fast, n_enter_slow;
 } g;
@@ -85,6 +87,27 @@ static PyObject *enter_general(PyObject *data, PyObject *items) {
     Py_RETURN_NONE;
 }
 
+/* meta.get(), which runs the kernel's launch_metadata, inside the scope "__proton_launch_metadata": kernels it
+ * launches itself (x.sum().item()) are filed there, where viewers hide them, not among the program's (upstream's
+ * rule).  A new reference, or NULL with an exception. */
+static PyObject *metadata_of(PyObject *meta) {
+    uint64_t scope = 0;
+    if (g.api->open_scope(g.s_metadata_scope, &scope) < 0) return NULL;
+    PyObject *data = PyObject_CallMethodNoArgs(meta, g.s_get);
+    if (data == NULL) {
+        PyObject *type, *value, *tb; /* PyErr_Fetch: CPython 3.10 and 3.11 lack PyErr_GetRaisedException */
+        PyErr_Fetch(&type, &value, &tb);
+        if (g.api->close_scope(scope) < 0) PyErr_Clear();
+        PyErr_Restore(type, value, tb);
+        return NULL;
+    }
+    if (g.api->close_scope(scope) < 0) {
+        Py_DECREF(data);
+        return NULL;
+    }
+    return data;
+}
+
 static PyObject *launch_enter(PyObject *self, PyObject *meta) {
     if (g.api == NULL) return not_configured();
     if (!g.api->is_active()) Py_RETURN_NONE;
@@ -106,8 +129,9 @@ static PyObject *launch_enter(PyObject *self, PyObject *meta) {
         Py_DECREF(data);
         if (only_triton != 0) return only_triton < 0 ? NULL : Py_NewRef(Py_None);
     }
-    /* data = meta.get(); try: if open_counted_op(tuple(data.items())): return / except TypeError: items = None */
-    PyObject *data = PyObject_CallMethodNoArgs(meta, g.s_get);
+    /* data = meta.get() under the metadata scope; try: if open_counted_op(tuple(data.items())): return / except
+     * TypeError: items = None */
+    PyObject *data = metadata_of(meta);
     if (data == NULL) return NULL;
     PyObject *result = NULL, *items = NULL;
     int step = PyDict_CheckExact(data) ? g.api->open_launch_op(data) : 0;
@@ -149,7 +173,8 @@ static PyObject *configure(PyObject *self, PyObject *args) {
     const ProtonScopeAPI *api = ProtonScopeAPI_Import(1);
     if (api == NULL) return NULL;
     if (intern(&g.s_extras, "extras") || intern(&g.s_data, "data") || intern(&g.s_get, "get") ||
-        intern(&g.s_items, "items") || intern(&g.s_issuperset, "issuperset"))
+        intern(&g.s_items, "items") || intern(&g.s_issuperset, "issuperset") ||
+        intern(&g.s_metadata_scope, "__proton_launch_metadata"))
         return NULL;
     Py_XSETREF(g.reserved, Py_NewRef(reserved));
     Py_XSETREF(g.general, Py_NewRef(general));

@@ -16,6 +16,8 @@ import threading
 import pytest
 
 import proton_core as proton
+import proton_core.context
+import proton_core.plugin_api
 from fwtest import install_fake_triton, load, node
 from proton_core.plugin_api import current_op, register_settler, thread_state, unregister_settler
 from proton_core.testing import PendingScope, add_setter, engine_counts, launch_op_cache, reset
@@ -93,6 +95,34 @@ def strip(literal):
 
 
 # ------------------------------------------------------------------ behaviour ----
+def test_kernels_launch_metadata_runs_itself_are_filed_under_its_scope(tmp_path, fake, impl):
+    """upstream's test_hook_launch_context: launch_metadata that launches a kernel (``x.sum().item()``) files it
+    under ``__proton_launch_metadata`` at the launching scope; the kernel itself goes under its op; a
+    launch_metadata that raises leaves no scope open."""
+    h = Hooks(impl)
+    proton.start(str(tmp_path / "p"), backend="fake")
+
+    def reducing(grid, metadata, args):
+        fake.launch("reduce_kernel", 7)
+        return {"name": "foo_test", "bytes": 4}
+
+    def failing(grid, metadata, args):
+        raise ValueError("bad metadata")
+
+    with proton.scope("test0"):
+        for _ in range(3):
+            h.launch(fake, "foo", reducing)
+        with pytest.raises(ValueError):
+            h.launch(fake, "foo", failing, leave=False)
+        assert proton_core.plugin_api.open_scopes() == ["test0"]
+    proton.finalize()
+    test0 = node(load(tmp_path / "p.hatchet")[0], "test0")
+    metadata = node(test0, "__proton_launch_metadata")
+    assert [c["frame"]["name"] for c in metadata["children"]] == ["reduce_kernel"]
+    assert node(metadata, "reduce_kernel")["metrics"]["count"] == 3
+    assert node(test0, "foo_test")["metrics"]["count"] == 3
+
+
 def test_repeated_launches_rename_and_count_exactly(tmp_path, fake, impl):
     h = Hooks(impl)
     proton.start(str(tmp_path / "p"), backend="fake")
@@ -506,12 +536,13 @@ def flaky_run(tmp_path, fake, impl, exc_type, monkeypatch):
     h = Hooks(impl)
     proton.start(str(tmp_path / impl), backend="fake")
     calls, raised, listening = [], [], [True]
+    metadata_scope = proton_core.context.TREE.child(0, proton_core.context.SCOPE, "__proton_launch_metadata")
 
     def flaky(ctx):
-        if not listening[0]:
+        if not listening[0] or ctx in (0, metadata_scope):  # an op's context only (not launch_metadata's scope)
             return
         calls.append(ctx)
-        if len(calls) == 9:  # the 5th launch's enter
+        if len(calls) == 5:  # the 5th launch's enter
             raise exc_type("from a setter")
 
     add_setter(flaky)

@@ -41,15 +41,17 @@ from proton_core.plugin_api import (
     SharedInstall,
     add_numbers_here,
     close_op,
+    close_scope,
     enter_scope,
     metric_name,
     open_counted_op,
     open_op,
+    open_scope,
     warn,
 )
 from proton_core.plugin_api import thread_state
 
-from .launch_hook import State as LAUNCH, next_id as next_launch_id
+from .launch_hook import COMPUTE_METADATA_SCOPE_NAME, State as LAUNCH, next_id as next_launch_id
 from .triton_hooks import LAUNCH_METADATA_PRIORITY, MANAGER
 
 _THREAD = thread_state()  # attribute reads, not calls: these hooks run on every launch
@@ -127,6 +129,17 @@ def _check(keys: tuple, data: dict):
     return tuple(out)
 
 
+def _metadata_of(meta) -> dict:
+    """``meta.get()``, which runs the kernel's launch_metadata, inside the scope ``__proton_launch_metadata``:
+    kernels it launches itself (``x.sum().item()``) are filed there, where viewers hide them, not among the
+    program's (upstream's rule)."""
+    scope = open_scope(COMPUTE_METADATA_SCOPE_NAME)
+    try:
+        return meta.get()
+    finally:
+        close_scope(scope)
+
+
 def launch_enter(meta) -> None:
     """Triton's enter hook: evaluate launch_metadata, open an op with its name and metrics."""
     if not ACTIVITY.any:
@@ -139,7 +152,7 @@ def launch_enter(meta) -> None:
         return
     if LAUNCH.filter is not None and not LAUNCH.filter.allows(meta.data.get("name")):
         return  # LaunchHook.configure(include=/exclude=): its launch_metadata does not run
-    data = meta.get()
+    data = _metadata_of(meta)
     items = tuple(data.items())
     try:
         if open_counted_op(items):  # this metadata was opened here before: one cached step
