@@ -204,6 +204,7 @@ PYBIND11_MODULE(_cupti, m) {
         d["unsessioned"] = s.unsessioned;  // of them, launched while no session was active
         d["unmatched"] = s.unmatched;      // no launch seen for them (counted as dropped)
         d["zero_time"] = s.zero_time;      // end <= start: CUPTI gave no duration
+        d["uncaptured_graph"] = s.uncaptured_graph;  // graph kernels whose graph was captured before start
         return d;
       },
       "counts of kernel records since start, for diagnostics");

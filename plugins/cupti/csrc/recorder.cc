@@ -137,6 +137,7 @@ void Recorder::reset() {
   switch_every_.store(0);
   records_.store(0);
   unsessioned_.store(0);
+  uncaptured_graph_.store(0);
   unmatched_.store(0);
   zero_time_.store(0);
   generation_.fetch_add(1, std::memory_order_acq_rel);  // invalidates every thread's cache
@@ -401,7 +402,10 @@ void Recorder::on_kernel(uint32_t corr, const char* name, uint32_t device, uint3
       auto it = graph_nodes_.find(graph_node_id);
       if (it != graph_nodes_.end()) captured = it->second;
     }
-    if (captured != 0) node = reroot(node, captured);
+    if (captured != 0)
+      node = reroot(node, captured);
+    else
+      uncaptured_graph_.fetch_add(1, std::memory_order_relaxed);
   }
   {
     std::lock_guard<std::mutex> a(agg_mu_);

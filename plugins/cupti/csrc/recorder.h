@@ -139,11 +139,12 @@ class Recorder {
   // Totals since the last reset, for diagnostics (the soak benchmark): every
   // kernel record CUPTI delivered, and where the ones not aggregated went.
   struct Stats {
-    uint64_t records, unsessioned, unmatched, zero_time;
+    uint64_t records, unsessioned, unmatched, zero_time, uncaptured_graph;
   };
   Stats stats() const {
     return Stats{records_.load(std::memory_order_relaxed), unsessioned_.load(std::memory_order_relaxed),
-                 unmatched_.load(std::memory_order_relaxed), zero_time_.load(std::memory_order_relaxed)};
+                 unmatched_.load(std::memory_order_relaxed), zero_time_.load(std::memory_order_relaxed),
+                 uncaptured_graph_.load(std::memory_order_relaxed)};
   }
 
   // ---- flush: everything since the last one, as plain data ----
@@ -201,6 +202,8 @@ class Recorder {
   std::atomic<uint32_t> generation_{1};
   std::atomic<uint64_t> dropped_{0};
   std::atomic<uint64_t> records_{0}, unsessioned_{0}, unmatched_{0}, zero_time_{0};
+  // Kernels of graph nodes created while nobody profiled (a graph captured before start): no <captured_at>.
+  std::atomic<uint64_t> uncaptured_graph_{0};
 
   std::unique_ptr<Slot[]> slots_;
   std::unique_ptr<SlotTime[]> slot_times_;  // only while tracing

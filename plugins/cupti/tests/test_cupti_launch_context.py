@@ -1,4 +1,5 @@
-"""A thread whose context the core never set launches under the main thread's context of the moment.
+"""Where a launch is filed: a thread whose context the core never set goes under the main thread's context of the moment;
+a graph never seen captured is counted.
 
 autograd runs a CUDA backward pass on its own device threads, which never open a scope: without this,
 upstream's ``test_scope_backward`` finds the backward's kernels at the root beside the scope that called
@@ -114,3 +115,17 @@ def test_the_native_get_reads_the_inherited_context_on_a_fresh_thread(rec):
     assert run_in_thread(get) == 11
     assert run_in_thread(lambda: (rec.set_context(3), get())[1]) == 3
     assert get() == 11
+
+
+def test_kernels_of_a_graph_never_seen_captured_are_counted(rec):
+    """A graph captured before profiling began: its kernels are filed at the replay's context and counted, so
+    the backend can say so once (proton_cupti.backend.UNCAPTURED_GRAPH)."""
+    before = rec.stats()["uncaptured_graph"]
+    rec.set_context(4)
+    rec._test_graph_node(77)  # this graph node was seen created: not counted
+    c1, c2 = corr(), corr()
+    rec._test_launch(c1)
+    rec._test_launch(c2)
+    rec._test_kernel(c1, "seen", start=1, end=2, graph_node_id=77)
+    rec._test_kernel(c2, "unseen", start=1, end=2, graph_node_id=991)
+    assert rec.stats()["uncaptured_graph"] - before == 1

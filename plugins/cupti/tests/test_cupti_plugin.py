@@ -148,3 +148,31 @@ def test_reattach_setting_is_read_and_a_bad_one_named(monkeypatch):
     with pytest.raises(ProtonError) as err:
         reattach_records()
     assert "PROTON_CUPTI_REATTACH_RECORDS='lots' is not a count" in str(err.value) and "\n" not in str(err.value)
+
+
+class ReplayingCupti(HeldCupti):
+    """A native module whose flushes report kernels of a graph captured before profiling began."""
+
+    def __init__(self):
+        super().__init__()
+        self.uncaptured = 0
+
+    def stats(self):
+        return {"zero_time": 0, "uncaptured_graph": self.uncaptured}
+
+
+def test_a_graph_captured_before_start_is_said_once_per_session(caplog):
+    """upstream's test_cudagraph_not_captured_by_profiler: one line, with upstream's first words, however many
+    replays; a session that sees none says nothing."""
+    backend = held_backend()
+    backend.native = ReplayingCupti()
+    backend._started, backend._untimed_seen, backend._uncaptured_said = True, 0, False
+    backend._unobserved, backend._pcs = 0, None
+    backend.flush()
+    assert not caplog.records
+    for replays in (4, 8, 12):
+        backend.native.uncaptured = replays
+        backend.flush()
+    said = [r.getMessage() for r in caplog.records]
+    assert len(said) == 1 and said[0].count("Cannot find graph for graphExecId:") == 1
+    assert "start profiling before the graph is created" in said[0] and "\n" not in said[0]
