@@ -49,7 +49,7 @@ def _check_session(session) -> None:
 
 
 def start(name: str | None = None, *, context: str = "shadow", data: str = "tree", backend: str | None = None,
-          mode=None, hook=None, output_format: str | None = None, nvtx: bool = True) -> int | None:
+          mode=None, hook=None, output_format: str | None = None, nvtx: bool | None = None) -> int | None:
     """Start a profiling session and return its id.
 
     ``name`` is the output path without extension; ``context`` is ``shadow``
@@ -57,7 +57,8 @@ def start(name: str | None = None, *, context: str = "shadow", data: str = "tree
     ``PROTON_BACKEND``/``[tool.proton]``/auto choice; ``hook`` names layered
     context sources (``"triton"``, ``"torch"``, ...); ``mode`` a mode string or a :mod:`proton_core.mode`
     object; ``nvtx=False`` keeps NVTX ranges out of this session (``PROTON_ENABLE_NVTX=0``: out of every
-    session).  Under the ``proton`` command line the program's own calls are ignored.  While profiling is
+    session; left out, Triton's ``triton.knobs.proton.enable_nvtx`` decides where the program set it).
+    Under the ``proton`` command line the program's own calls are ignored.  While profiling is
     switched off (``PROTON_DISABLE=1``, ``TRITON_PROTON_DISABLE=1``) nothing starts and None is returned.
     """
     if disabled():
@@ -66,6 +67,19 @@ def start(name: str | None = None, *, context: str = "shadow", data: str = "tree
         return next(iter(MANAGER.sessions), 0)
     return MANAGER.start(name, context=context, data=data, backend=backend, mode=mode_option(mode), hook=hook,
                          output_format=output_format, nvtx=nvtx)
+
+
+def step(session: int | None = 0) -> int | None:
+    """End one step of the program (a training iteration, a served batch) for the step schedule.
+
+    Under a schedule (``PROTON_SCHEDULE``, ``proton-profile --schedule``: skip_first, wait, warmup,
+    active, repeat, as ``torch.profiler.schedule``) only active steps are recorded, each active window
+    its own phase (a part under ``mode="periodic_flushing"``).  Returns the number of the step that
+    starts now; None, doing nothing, where ``session`` is not open or no schedule applies.
+    """
+    from .distributed import schedule
+
+    return schedule.step(session)
 
 
 def mode_option(value):

@@ -68,6 +68,18 @@ def _truthy(text: str | None) -> bool:
     return (text or "").strip().lower() in ("1", "true", "yes", "on")
 
 
+def triton_nvtx_off() -> bool:
+    """Whether the program set Triton's ``triton.knobs.proton.enable_nvtx`` false (where it imported Triton):
+    a session started without ``nvtx=`` then keeps NVTX ranges out, as upstream's does."""
+    triton = sys.modules.get("triton")  # never imported here
+    knobs = getattr(getattr(triton, "knobs", None), "proton", None)
+    try:
+        value = getattr(knobs, "enable_nvtx", None) if knobs is not None else None
+    except Exception:  # knobs that cannot be read: our own settings decide
+        return False
+    return value is not None and not bool(value)
+
+
 def disabled() -> bool:
     """Whether profiling is switched off: ``PROTON_DISABLE`` or ``TRITON_PROTON_DISABLE`` set to 1/true/yes/on,
     or, where the program imported Triton, ``triton.knobs.proton.disable`` set true.

@@ -13,7 +13,7 @@ import os
 import threading
 import time
 
-from . import destinations, epoch_switching, log, periodic, routing
+from . import config, destinations, epoch_switching, log, periodic, routing
 from .activity import ACTIVITY
 from .backend import context_setter
 from .context import THREAD
@@ -60,7 +60,7 @@ class Manager:
 
     # --------------------------------------------------------------- start ----
     def start(self, name=None, *, context="shadow", data="tree", backend=None, mode=None, hook=None,
-              output_format=None, resume=None, nvtx=True) -> int:
+              output_format=None, resume=None, nvtx=None) -> int:
         """Open a session (see ``proton_core.start``); ``resume`` is a finalized session's Profile to add to."""
         from . import config, exit_flush  # here, not at import: tomllib, signal handlers: only sessions need them
 
@@ -75,7 +75,7 @@ class Manager:
             raise ProtonError(f"unknown context {context!r}: choose one of {', '.join(bases)}")
         if data not in DATA_KINDS:
             raise ProtonError(f"unknown data {data!r}: choose 'tree' (aggregated) or 'trace' (every event)")
-        if not isinstance(nvtx, bool):
+        if nvtx is not None and not isinstance(nvtx, bool):
             raise ProtonError(f"nvtx must be True or False, not {nvtx!r}")
         output_format = output_format or defaults.get("output_format") or DEFAULT_FORMAT[data]
         check_format(output_format, data)
@@ -114,7 +114,7 @@ class Manager:
             self.next_id += 1
             session = Session(sid, name, context, base, data, state, mode, layer_objs, output_format)
             self.asked[sid] = asked
-            session.nvtx = nvtx
+            session.nvtx = nvtx if nvtx is not None else not config.triton_nvtx_off()  # None: Triton's knob, else on
             if periodic_options is not None:  # before the epochs: launches=N arms the backend's switching
                 session.writer = periodic.Writer(self, session, periodic_options)
             if resume is not None and resume.data == data:

@@ -206,3 +206,20 @@ def test_metadata_state_files_kernels_under_upstreams_hidden_name(tmp_path, fake
     from proton_core.state import COMPUTE_METADATA_SCOPE_NAME
     from proton_core.viewer.shape import METADATA_SCOPE
     assert COMPUTE_METADATA_SCOPE_NAME == METADATA_SCOPE  # the name our viewer hides, as upstream's does
+
+
+@pytest.mark.parametrize("knob, asked, expected", [(None, None, True), (False, None, False), (True, None, True),
+                                                   (False, True, True), (True, False, False)])
+def test_tritons_enable_nvtx_knob_decides_where_start_leaves_nvtx_out(tmp_path, monkeypatch, knob, asked, expected):
+    """upstream's test_nvtx_range_push_pop[False]: ``triton.knobs.proton.enable_nvtx = False`` keeps NVTX ranges
+    out; an explicit ``start(nvtx=...)`` wins over the knob."""
+    from proton_core.manager import MANAGER
+
+    proton_knobs = types.SimpleNamespace(disable=False)
+    if knob is not None:
+        proton_knobs.enable_nvtx = knob
+    monkeypatch.setitem(sys.modules, "triton", types.SimpleNamespace(knobs=types.SimpleNamespace(proton=proton_knobs)))
+    kwargs = {} if asked is None else {"nvtx": asked}
+    sid = proton.start(str(tmp_path / "n"), backend="host", **kwargs)
+    assert MANAGER.sessions[sid].nvtx is expected
+    proton.finalize()
