@@ -59,3 +59,21 @@ elif [ ! -x /usr/bin/chromium ] && command -v apt-get >/dev/null 2>&1; then
     echo "chromium not installed (no root or apt-get failed): the --html browser test will be skipped"
   fi
 fi
+# The pprof tests read written files with go tool pprof (tests/test_pprof_go.py): Debian's golang-go. As root
+# (or passwordless sudo) this installs it system-wide, saying so first; PROTON_INSTALL_GO=0 skips it (those
+# tests are then skipped with their reason). Never failing the install.
+if [ "${PROTON_INSTALL_GO:-1}" = 0 ]; then
+  echo "golang-go not installed (PROTON_INSTALL_GO=0): the go tool pprof tests will be skipped"
+elif ! command -v go >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1; then
+  echo "installing Debian's golang-go system-wide with apt-get, for the go tool pprof tests (PROTON_INSTALL_GO=0 skips it)"
+  apt=()
+  if [ "$(id -u)" = 0 ]; then apt=(env DEBIAN_FRONTEND=noninteractive apt-get)
+  elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
+    apt=(sudo -n env DEBIAN_FRONTEND=noninteractive apt-get)
+  fi
+  if [ ${#apt[@]} -gt 0 ] && { "${apt[@]}" update -qq && "${apt[@]}" install -y -qq golang-go; } >/dev/null 2>&1; then
+    echo "golang-go installed (the go tool pprof tests)"
+  else
+    echo "golang-go not installed (no root or apt-get failed): the go tool pprof tests will be skipped"
+  fi
+fi
