@@ -26,6 +26,7 @@ Sources are any call tree: :func:`encode` takes its root and two functions
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 
@@ -70,12 +71,14 @@ class Site:
     devices: set | None = None
 
 
+@functools.lru_cache(maxsize=1024)
 def device_labels(device_type, device_id) -> tuple:
     """``(("cuda_device", "0"),)``: Parca's key for CUDA, ``<type>_device`` for others, ``device`` untyped."""
     kind = str(device_type or "").strip().lower()
     return ((f"{kind}_device" if kind else "device", str(device_id)),)
 
 
+@functools.lru_cache(maxsize=4096)
 def stream_label(device_type, stream) -> tuple:
     kind = str(device_type or "").strip().lower()
     return (f"{kind}_stream" if kind else "stream", str(stream))

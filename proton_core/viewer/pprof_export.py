@@ -41,8 +41,7 @@ def _children(item):
     for kid in kids:
         metrics = kid.get("metrics") if isinstance(kid.get("metrics"), dict) else {}
         if DEVICE_ID_KEY in metrics:
-            ran.setdefault(kid["frame"].get("name"), set()).add(
-                pprof.device_labels(metrics.get(DEVICE_TYPE_KEY), metrics[DEVICE_ID_KEY]))
+            ran.setdefault(kid["frame"].get("name"), set()).add(_device(metrics))
     return [(kid, ran.get(kid["frame"].get("name"))) for kid in kids]
 
 
@@ -55,12 +54,17 @@ def _site(item) -> pprof.Site:
     metrics = literal.get("metrics") if isinstance(literal.get("metrics"), dict) else {}
     runs = []
     if DEVICE_ID_KEY in metrics or TIME_KEY in metrics or COUNT_KEY in metrics:
-        labels = pprof.device_labels(metrics.get(DEVICE_TYPE_KEY), metrics[DEVICE_ID_KEY]) \
-            if DEVICE_ID_KEY in metrics else ()
+        labels = _device(metrics) if DEVICE_ID_KEY in metrics else ()
         runs.append((labels, _number(metrics.get(TIME_KEY, 0)), _number(metrics.get(COUNT_KEY, 0))))
         metrics = {k: v for k, v in metrics.items() if k not in KERNEL_KEYS}
     return pprof.Site(name, frame.get("type") == hatchet.INNER_TYPE, metrics, runs,
                       devices if runs else None)
+
+
+def _device(metrics: dict) -> tuple:
+    """The device label of a kernel node's metrics (labels as text, whatever type the file gave them)."""
+    kind = metrics.get(DEVICE_TYPE_KEY)
+    return pprof.device_labels("" if kind is None else str(kind), str(metrics[DEVICE_ID_KEY]))
 
 
 def _number(value):
