@@ -12,8 +12,10 @@ namespace proton_roc {
 
 namespace {
 
-// The calling thread's core context id, alone in initial-exec TLS: scopes set it on every enter/exit.
-thread_local uint64_t tls_ctx __attribute__((tls_model("initial-exec"))) = 0;
+// The calling thread's core context id: scopes set it on every enter/exit.  Default TLS model, not
+// initial-exec: the static TLS block that dlopen'ed modules share is small, and the cupti extension
+// already takes part of it ("cannot allocate memory in static TLS block" when both load).
+thread_local uint64_t tls_ctx = 0;
 std::atomic<Recorder::ContextProvider> g_provider{nullptr};
 
 // The last few contexts this thread launched under and their trie nodes: no lock on a repeat.

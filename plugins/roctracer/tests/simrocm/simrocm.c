@@ -462,3 +462,41 @@ API void simrocm_stats(uint64_t* dispatched, uint64_t* delivered, uint64_t* drop
   *delivered = stat_delivered;
   *dropped = stat_dropped;
 }
+
+/* n dispatches of one kernel from the calling thread, as fast as the callbacks allow (the benchmark's
+ * launch loop: no ctypes call per launch).  Returns the nanoseconds it took. */
+API uint64_t simrocm_dispatch_loop(uint64_t n, uint64_t kernel_id, int gpu) {
+  uint64_t t0 = now_ns();
+  for (uint64_t i = 0; i < n; ++i) simrocm_dispatch(kernel_id, gpu, 1, 0, 100);
+  return now_ns() - t0;
+}
+
+/* A do-nothing tool with the services Proton configures (the benchmark's baseline: what the
+ * simulator itself costs per dispatch once a tool traces dispatches). */
+static void null_callback(rocprofiler_callback_tracing_record_t r, rocprofiler_user_data_t* u, void* a) {
+  (void)r, (void)u, (void)a;
+}
+static void null_buffer(rocprofiler_context_id_t c, rocprofiler_buffer_id_t b, rocprofiler_record_header_t** h,
+                        size_t n, void* d, uint64_t drops) {
+  (void)c, (void)b, (void)h, (void)n, (void)d, (void)drops;
+}
+static int null_initialize(rocprofiler_client_finalize_t f, void* d) {
+  (void)f, (void)d;
+  rocprofiler_context_id_t ctx;
+  rocprofiler_buffer_id_t buf;
+  rocprofiler_create_context(&ctx);
+  rocprofiler_create_buffer(ctx, 8u << 20, 7u << 20, ROCPROFILER_BUFFER_POLICY_LOSSLESS, null_buffer, NULL, &buf);
+  rocprofiler_configure_buffer_tracing_service(ctx, ROCPROFILER_BUFFER_TRACING_KERNEL_DISPATCH, NULL, 0, buf);
+  rocprofiler_configure_callback_tracing_service(ctx, ROCPROFILER_CALLBACK_TRACING_KERNEL_DISPATCH, NULL, 0,
+                                                 null_callback, NULL);
+  rocprofiler_start_context(ctx);
+  return 0;
+}
+static rocprofiler_tool_configure_result_t null_result = {sizeof(rocprofiler_tool_configure_result_t),
+                                                          null_initialize, NULL, NULL};
+static rocprofiler_tool_configure_result_t* null_configure(uint32_t v, const char* s, uint32_t p,
+                                                           rocprofiler_client_id_t* c) {
+  (void)v, (void)s, (void)p, (void)c;
+  return &null_result;
+}
+API int simrocm_null_tool(void) { return (int)rocprofiler_force_configure(null_configure); }
