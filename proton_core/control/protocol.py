@@ -73,10 +73,16 @@ def ask(path: str, command: str, timeout: float) -> tuple[bool, str]:
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
         sock.settimeout(timeout)
         sock.connect(path)
-        sock.sendall(command.encode("ascii") + b"\n")
+        try:
+            sock.sendall(command.encode("ascii") + b"\n")
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # refused before it read the request: the refusal is waiting to be read
         data = b""
         while b"\n" not in data and len(data) < MAX_REPLY:
-            chunk = sock.recv(65536)
+            try:
+                chunk = sock.recv(65536)
+            except ConnectionResetError:
+                break  # closed with our request unread (a refusal): what came before is the reply
             if not chunk:
                 break
             data += chunk

@@ -99,8 +99,9 @@ def test_after_finalize_every_command_answers_in_one_line(start_job, ctl):
 def test_periodic_flushing_sessions_write_their_windows_at_stop(start_job, ctl):
     job = start_job(mode="periodic_flushing:poll=0.05")
     job.set_label("before")
-    ctl("start")
     job.set_label("w1")
+    ctl("start")
+    job.wait_iterations("w1", 3)
     status, out, err = ctl("stop")
     assert status == 0, err
     part = str(job.work / "job.part_1.hatchet")
