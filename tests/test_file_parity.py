@@ -292,3 +292,20 @@ def test_list_names_an_upstream_files_unmarked_keys_exclusive(capsys):
     out = capsys.readouterr().out
     line = next(l for l in out.splitlines() if l.split() and l.split()[0] == "a")
     assert "exclusive" in line, out
+
+
+def test_instruction_samples_are_written_as_upstreams_num_samples_and_read_back(tmp_path, fake):
+    """upstream's test_pcsampling reads ``num_samples`` from the file; our readers give the program's name back."""
+    line = "/src/kern.py:12@kern"
+    proton.start(str(tmp_path / "p"), backend="fake")
+    with proton.scope("test"):
+        fake.launch("foo", 100, inner=[((line,), {"samples": 7})])
+    proton.finalize()
+    raw = json.loads((tmp_path / "p.hatchet").read_text())[0]
+    line_node = raw["children"][0]["children"][0]["children"][0]
+    assert line_node["frame"]["name"] == line and line_node["metrics"] == {"num_samples": 7}
+    assert raw["metadata"][keys.NAMES_KEY]["num_samples"] == "samples"
+    assert load_profile(tmp_path / "p.hatchet")[0]["children"][0]["children"][0]["children"][0]["metrics"] == \
+        {"samples": 7}
+    table = read_table(str(tmp_path / "p.hatchet"))
+    assert "samples" in table.cols and "num_samples" not in table.cols

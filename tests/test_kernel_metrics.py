@@ -93,9 +93,10 @@ def test_metrics_go_to_the_phase_current_at_launch(tmp_path, fake):
     fake.launch("k", inner=[((LINE,), {"samples": 3})])
     proton.data.advance_phase(sid)  # not delivered yet: they stay in phase 0
     fake.launch("k", inner=[((LINE,), {"samples": 10}), ((OTHER,), {"samples": 1})])
-    assert metrics(proton.data.get(sid, 0)[0], "k", LINE) == {"samples": 5}
+    # data.get returns the tree as the file holds it: the sample count under upstream's key (decision 0247)
+    assert metrics(proton.data.get(sid, 0)[0], "k", LINE) == {"num_samples": 5}
     assert frames(child(proton.data.get(sid, 0)[0], "k")) == [LINE]
-    assert metrics(proton.data.get(sid, 1)[0], "k", LINE) == {"samples": 10}
+    assert metrics(proton.data.get(sid, 1)[0], "k", LINE) == {"num_samples": 10}
     proton.finalize(sid)  # the phases merged, with the inner nodes kept inner
     kernel = child(load_profile(tmp_path / "p.hatchet")[0], "k")
     assert metrics(kernel, LINE) == {"samples": 15} and metrics(kernel, OTHER) == {"samples": 1}
@@ -166,7 +167,7 @@ def test_a_bad_metric_name_fails_the_flush_in_one_line_and_keeps_the_rest(tmp_pa
     assert f"metric name {name!r}" in message and why in message
     root = proton.data.get(sid, 0)[0]  # the rest of that flush was filed: the record and the good entry
     assert root["children"][0]["metrics"]["count"] == 1
-    assert frames(child(root, "k")) == [OTHER] and metrics(root, "k", OTHER) == {"samples": 4}
+    assert frames(child(root, "k")) == [OTHER] and metrics(root, "k", OTHER) == {"num_samples": 4}  # as the file holds it
 
 
 def test_trace_sessions_keep_them_in_their_tree(tmp_path, fake):

@@ -36,14 +36,22 @@ _UNMARKED = frozenset({DEVICE_ID_KEY, DEVICE_TYPE_KEY, CLAMPED_KEY, TIME_KEY, CO
 _KERNEL_KEYS = frozenset({DEVICE_ID_KEY, DEVICE_TYPE_KEY, TIME_KEY, COUNT_KEY})
 
 
+#: Our names for metrics upstream's files spell otherwise: written under upstream's key (instruction
+#: sampling's sample count is ``num_samples`` there), read back through ``metric_keys`` (decision 0247).
+UPSTREAM_SPELLING = {"samples": "num_samples"}
+
+
 def file_names(keys) -> dict[str, str]:
-    """``{key as the program named it: key in the file}`` for the keys whose kind suffix is cut.
+    """``{key as the program named it: key in the file}`` for the keys whose kind suffix is cut, and those
+    upstream spells otherwise (:data:`UPSTREAM_SPELLING`).
 
     A suffix stays where cutting it would make two metrics one key (``"a"`` and
-    ``"a (exc)"`` in one profile, or ``"a (exc)"`` and ``"a (pty)"``).
+    ``"a (exc)"`` in one profile, or ``"a (exc)"`` and ``"a (pty)"``); a name stays where upstream's
+    spelling is a key of the profile already.
     """
     keys = set(keys)
     cut = {key: _SUFFIX.sub("", key).strip() for key in keys if _SUFFIX.search(key)}
+    cut.update((key, UPSTREAM_SPELLING[key]) for key in keys if key in UPSTREAM_SPELLING)
     taken = Counter(cut.values())
     return {key: plain for key, plain in cut.items() if plain and plain not in keys and taken[plain] == 1}
 
