@@ -36,9 +36,17 @@ done
 echo "== install"
 status=0
 # Wheels the GPU machine's image lacks (no package index there): carried in gpu_wheels/ (git-ignored;
-# fill it with `pip download --only-binary=:all: --python-version 3.12 --no-deps -d gpu_wheels nvtx`).
+# fill it with `pip download --only-binary=:all: --python-version 3.12 --platform manylinux2014_x86_64 -d gpu_wheels nvtx llnl-hatchet`).
+# What is installed already stays: pip resolves from the carried wheels only what is missing.
 if ls gpu_wheels/*.whl >/dev/null 2>&1; then
-  $PY -m pip install -q --no-deps gpu_wheels/*.whl >>"$OUT/install.log" 2>&1 && echo "installed $(ls gpu_wheels)"
+  for want in nvtx llnl-hatchet; do
+    ls gpu_wheels/ | grep -qi "^${want//-/_}-\|^${want}-" || continue
+    if $PY -m pip install -q --no-index --find-links gpu_wheels "$want" >>"$OUT/install.log" 2>&1; then
+      echo "installed $want from gpu_wheels"
+    else
+      echo "could not install $want from gpu_wheels (see install.log)"
+    fi
+  done
 fi
 # proton-profiler-cupti with its test bindings (_test_launch_noop etc.), which the gpu tests
 # and probes drive; release wheels are built without them (PROTON_CUPTI_TESTING=OFF).
