@@ -347,3 +347,19 @@ def test_cli_writes_pprof(tmp_path):
                           "-b", "host", str(script)], capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr
     assert pprof_read.read(tmp_path / "cli.pb.gz").sample_types[1] == ("gpu_kernel_time", "nanoseconds")
+
+
+def test_viewer_converts_hatchet_msgpack_as_hatchet(tmp_path, fake):
+    proton.start(str(tmp_path / "j"), backend="fake")
+    proton.start(str(tmp_path / "m"), backend="fake", output_format="hatchet_msgpack")
+    with proton.scope("s", {"flops": 3}):
+        fake.launch("k", 10, device=2)
+    proton.finalize()
+    from proton_core.viewer import main
+
+    assert main(["--pprof", str(tmp_path / "j.pb.gz"), str(tmp_path / "j.hatchet")]) == 0
+    assert main(["--pprof", str(tmp_path / "m.pb.gz"), str(tmp_path / "m.hatchet_msgpack")]) == 0
+    json_form, msgpack_form = (by_path(pprof_read.read(tmp_path / f"{n}.pb.gz")) for n in "jm")
+    assert json_form == msgpack_form == {
+        (("s",), frozenset()): {"flops": 3},
+        (("s", "k"), frozenset({("cuda_device", "2")})): {"gpu_kernel_launches": 1, "gpu_kernel_time": 10}}
