@@ -1,9 +1,10 @@
 """Which job this process belongs to, so ``ctl --run RUN_ID`` reaches every process of it.
 
-The run id is the one the distributed layer gives the rank files (:mod:`proton_core.distributed`, where it
-is installed); without it, the launcher's own id: ``PROTON_RUN_ID`` (what ``proton-profile`` sets for a
-job it starts), ``TORCHELASTIC_RUN_ID`` (torchrun), ``SLURM_JOB_ID`` (Slurm, with the step where there is
-one).  A process of no job is a run of its own, ``pid<P>``.
+The run id is the one the distributed layer writes into the rank files' metadata
+(:func:`proton_core.distributed.run_id.run_id`, where it is installed), so ``ctl --run`` takes the id a
+profile shows; without that package, the launcher's own id: ``PROTON_RUN_ID`` (what ``proton-profile``
+sets for a job it starts), ``TORCHELASTIC_RUN_ID`` (torchrun), ``SLURM_JOB_ID`` (Slurm, with the step
+where there is one); a process of no job is a run of its own, ``pid<P>``.
 """
 
 from __future__ import annotations
@@ -23,20 +24,19 @@ _SAFE = re.compile(r"[^A-Za-z0-9._-]")
 
 
 def _from_distributed() -> str | None:
-    """The run id :mod:`proton_core.distributed` computes, where that package is installed."""
+    """The run id :mod:`proton_core.distributed` gives the rank files, where that package is installed."""
     try:
-        distributed = importlib.import_module("proton_core.distributed")
+        module = importlib.import_module("proton_core.distributed.run_id")
     except ImportError:
         return None
-    for name in ("run_id", "current_run_id"):
-        function = getattr(distributed, name, None)
-        if callable(function):
-            try:
-                value = function()
-            except Exception:  # its own detection failed: the launcher's variables still name the job
-                return None
-            return str(value) if value else None
-    return None
+    function = getattr(module, "run_id", None)
+    if not callable(function):
+        return None
+    try:
+        value = function()
+    except Exception:  # its own detection failed: the launcher's variables still name the job
+        return None
+    return str(value) if value else None
 
 
 def _from_environment() -> str | None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import atexit
 import os
+import shlex
 import socket
 import threading
 
@@ -168,7 +169,8 @@ def serve() -> str | None:
         atexit.register(_close_at_exit)
     others = [pid for pid, _ in location.sockets(os.path.dirname(listener.path)) if pid != os.getpid()]
     if not others:  # one line per job, not one per rank
-        log.warn(f"recording on demand, idle now: proton-profile ctl start --run {run} (or --pid {os.getpid()})")
+        log.warn(f"recording on demand, idle now: proton-profile ctl start --run {shlex.quote(run)} "
+                 f"(or --pid {os.getpid()})")
     return listener.path
 
 

@@ -85,19 +85,27 @@ def test_nobody_to_ask_is_one_line(ctl, ctl_dir):
         assert status == 2 and len(err) == 1 and err[0].startswith(f"proton: {what} under {ctl_dir}/proton-ctl-")
 
 
-def test_the_run_id_comes_from_the_launcher(monkeypatch):
+def test_the_run_id_is_the_one_the_rank_files_carry(monkeypatch):
+    monkeypatch.setenv("PROTON_RUN_ID", "mine")
+    assert run_id.current() == "mine"
+    distributed = pytest.importorskip("proton_core.distributed.run_id")
+    monkeypatch.delenv("PROTON_RUN_ID")
+    monkeypatch.setenv("TORCHELASTIC_RUN_ID", "elastic")
+    assert run_id.current() == distributed.run_id()
+
+
+def test_without_the_distributed_package_the_launchers_variables_name_the_run(monkeypatch):
+    monkeypatch.setattr(run_id, "_from_distributed", lambda: None)
     for variable in run_id.ENV_VARIABLES + ("SLURM_STEP_ID",):
         monkeypatch.delenv(variable, raising=False)
-
-    if run_id._from_distributed() is None:
-        assert run_id.current() == f"pid{os.getpid()}"
-        monkeypatch.setenv("SLURM_JOB_ID", "77")
-        monkeypatch.setenv("SLURM_STEP_ID", "3")
-        assert run_id.current() == "77.3"
-        monkeypatch.setenv("TORCHELASTIC_RUN_ID", "elastic")
-        assert run_id.current() == "elastic"
-        monkeypatch.setenv("PROTON_RUN_ID", "mine")
-        assert run_id.current() == "mine"
+    assert run_id.current() == f"pid{os.getpid()}"
+    monkeypatch.setenv("SLURM_JOB_ID", "77")
+    monkeypatch.setenv("SLURM_STEP_ID", "3")
+    assert run_id.current() == "77.3"
+    monkeypatch.setenv("TORCHELASTIC_RUN_ID", "elastic")
+    assert run_id.current() == "elastic"
+    monkeypatch.setenv("PROTON_RUN_ID", "mine")
+    assert run_id.current() == "mine"
 
 
 def test_run_directory_names_stay_inside_and_apart():
