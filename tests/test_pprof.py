@@ -211,6 +211,17 @@ def test_trace_sessions_label_kernels_with_their_stream(tmp_path, fake):
     assert got == {("0", "7"): (2, 30), ("0", "9"): (1, 40), ("1", "9"): (1, 80)}
 
 
+def test_a_trace_sessions_timeline_is_said_to_be_left_out(tmp_path, fake, caplog):
+    record(tmp_path, data="trace")
+    with proton.scope("s"):
+        fake.launch("k", 10)
+    with caplog.at_level("WARNING", logger="proton"):
+        proton.finalize()
+    said = [r.getMessage() for r in caplog.records if "timeline" in r.getMessage()]
+    assert len(said) == 1 and "1 scope events" in said[0] and "chrome_trace" in said[0]
+    assert any("1 scope events" in c for c in pprof_read.read(tmp_path / "run.pb.gz").comments)
+
+
 # ---------------------------------------------------------------- metrics ----
 def test_every_metric_kind_has_a_place_or_is_said(tmp_path, fake, caplog):
     record(tmp_path)

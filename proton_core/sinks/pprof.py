@@ -85,9 +85,27 @@ def document(profile) -> tuple[bytes, list[str], int]:
                         ("unobserved (ns)", profile.unobserved_ns)):
         if value:
             comments.append(f"ROOT {what}: {value}")
+    timeline = _timeline_note(profile)
+    if timeline:
+        comments.append(timeline)
     time_nanos, duration = _span(profile.name)
-    return pprof.encode((profile.tree.root, ()), children, site, comments=comments,
-                        devices=profile.device_info(), time_nanos=time_nanos, duration_nanos=duration)
+    data, notes, count = pprof.encode((profile.tree.root, ()), children, site, comments=comments,
+                                      devices=profile.device_info(), time_nanos=time_nanos, duration_nanos=duration)
+    return data, ([timeline] if timeline else []) + notes, count
+
+
+def _timeline_note(profile) -> str:
+    """What of a trace session has no place in pprof (its totals per path do): said, not dropped silently."""
+    trace = getattr(profile, "trace", None)
+    if trace is None:
+        return ""
+    scopes, slices = len(trace.scopes), len(getattr(trace, "kernel_slices", ()))
+    if not (scopes or slices):
+        return ""
+    what = " and ".join(part for part in (f"{scopes} scope events" if scopes else "",
+                                          f"{slices} in-kernel slices" if slices else "") if part)
+    return (f"pprof keeps totals per call path: the trace's timeline ({what}) is not in it; "
+            "output_format='chrome_trace' writes it")
 
 
 def write(profile, path: str) -> None:
