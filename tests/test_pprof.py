@@ -187,6 +187,15 @@ def test_stall_reasons_that_do_not_add_up_are_kept_as_they_are(tmp_path, fake):
     assert {t: v for t, v in line.values.items() if v} == {"gpu_pcsample": 5, "stall_wait": 2}
 
 
+def test_samples_of_a_kernel_without_a_record_are_still_the_kernels_lines(tmp_path, fake):
+    record(tmp_path)
+    fake.backend.sample("k", [((LINE,), {"samples": 2, "stall_wait": 2})])
+    proton.finalize()
+    (line,) = pprof_read.read(tmp_path / "run.pb.gz").samples
+    assert [(f.function, f.filename, f.line) for f in line.frames] == [("k", "", 0), ("k", "/src/kern.py", 42)]
+    assert line.labels == {"stall_reason": "wait"} and line.values["gpu_pcsample"] == 2
+
+
 def test_a_kernel_on_several_devices_leaves_its_lines_without_a_device(tmp_path, fake):
     record(tmp_path)
     fake.launch("k", 10, device=0, inner=[((LINE,), {"samples": 1, "stall_wait": 1})])

@@ -209,7 +209,7 @@ class Converter:
         else:
             devices = site.devices if site.devices is not None else {labels[:1] for labels, _, _ in runs}
             inherited = next(iter(devices)) if len(devices) == 1 else ()
-            context = (site.name, inherited) if runs or site.devices else None
+            context = (site.name, inherited)  # places inside hang below their kernel, with or without its record
         pc_rows = self._pc_samples(pc, values) if pc else []
         for labels, time_ns, count in runs:
             row = {self.launches: b.integer(count), self.time: b.integer(time_ns)}
