@@ -190,3 +190,43 @@ def test_html_carries_per_rank_values(tmp_path, capsys):
     i = data["name"].index(gemm)
     assert [values[i] for values in ranks["values"]] == [100, 200, 300, 1000]
     assert 'id="proton-ranks-script"' in text
+
+
+def test_percent_is_of_each_ranks_own_total(capsys):
+    code, out, err = run_view(capsys, "-m", "time/%", DATA)
+    assert code == 0, err
+    gemm = next(line for line in out.splitlines() if line.endswith("gemm")).split()
+    # ranks spend 100/600, 200/700, 300/800, 1000/1500 of their own time in gemm
+    assert [float(v) for v in gemm[1:4]] == [16.667, 33.036, 66.667]
+
+
+def test_ranks_of_other_shapes_merge_exactly(tmp_path, fake, capsys):
+    write_rank(tmp_path, fake, 0, 3, {"fwd": [("gemm", 100)]})
+    write_rank(tmp_path, fake, 1, 3, {"fwd": [("gemm", 200), ("extra", 7)]})  # a kernel rank 0 never ran
+    write_rank(tmp_path, fake, 2, 3, {"fwd": [("gemm", 300)]})  # rank 0's shape: read by its numbers
+    code, out, err = run_view(capsys, tmp_path)
+    assert code == 0, err
+    got = rows(out)
+    assert got["gemm"] == [600, 100, 200, 300, 0.333, "2"]
+    assert got["extra"] == [7, 0, 0, 7, 0.667, "1"]
+    assert got["fwd"] == [607, 100, 207, 300, 0.326, "2"]
+
+
+def test_numbers_read_fast_equal_the_full_readers(tmp_path, capsys, monkeypatch):
+    """Same-shaped ranks are read by their numbers (sameshape); the output is the full reader's, to the byte."""
+    from benchmarks import merge_ranks
+    from proton_core.viewer import rankmerge
+
+    merge_ranks.generate(str(tmp_path), 4, 3000)
+    for rank in range(4):  # each rank on its own device, as under torchrun
+        path = tmp_path / f"bench.rank{rank}.hatchet"
+        path.write_text(path.read_text().replace('"device_id":"1"', f'"device_id":"{rank + 1}"'))
+    learnt = []
+    real = rankmerge.Shape.learn
+    monkeypatch.setattr(rankmerge.Shape, "learn", lambda *a: learnt.append(real(*a)) or learnt[-1])
+    fast = run_view(capsys, "-m", "time/us,count,cpu_time/ns", tmp_path)
+    assert fast[0] == 0 and len(learnt) == 1 and learnt[0].files == 3
+    monkeypatch.setattr(rankmerge, "MAX_SHAPES", 0)
+    slow = run_view(capsys, "-m", "time/us,count,cpu_time/ns", tmp_path)
+    assert slow == fast
+    assert run_view(capsys, "--sort", "imbalance", tmp_path)[1].splitlines()[2].split()[5] == "1"

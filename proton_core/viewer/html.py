@@ -94,12 +94,10 @@ def page_data(view, frames: Frames) -> dict:
 def rank_data(view, frames: Frames) -> dict | None:
     """Of a distributed run's merged view: each rank's value of the compared metric per frame, for the page's
     per-rank bars (``static/ranks.js``); None otherwise."""
-    values = getattr(view, "rank_values", None)
-    if not values:
+    if not getattr(view, "rank_matrix", None):
         return None
-    order = frames.order
     return {"metric": view.headers[0], "ranks": list(view.merged.ranks),
-            "values": [_numbers(col[i] for i in order) for col in values]}
+            "values": [_numbers(col) for col in view.rank_values(frames.order)]}
 
 
 def _script_safe(text: str) -> str:

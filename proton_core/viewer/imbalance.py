@@ -10,6 +10,7 @@ maximally imbalanced; a node no rank has a value for has no figures (NaN).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from operator import add
 
 NAN = float("nan")
 
@@ -25,25 +26,41 @@ class Stats:
     imbalance: list
 
 
-def over_ranks(per_rank: list, ranks: list[int], nodes, size: int) -> Stats:
-    """``per_rank[r][i]``: rank ``ranks[r]``'s value at node ``i``; figures for ``nodes`` (others NaN)."""
+def by_node(per_rank: list) -> list:
+    """``per_rank[r][i]`` turned into ``[i][r]`` (one C-level pass), a rank's NaN read as 0."""
+    nodes = list(zip(*per_rank))
+    return [t if (s := sum(t)) == s else tuple(v if v == v else 0.0 for v in t) for t in nodes]  # NaN sums to NaN
+
+
+def subtree_sums(values: list, order, parent) -> list:
+    """Per node, the rank vectors of its subtree (of the nodes in ``order``) added up, rank by rank."""
+    sums = list(values)
+    for i in reversed(order):  # every child before its parent
+        p = parent[i]
+        if p >= 0:
+            sums[p] = tuple(map(add, sums[p], sums[i]))
+    return sums
+
+
+def over_ranks(values: list, ranks: list[int], nodes, size: int, scale: float = 1.0, shown=None) -> Stats:
+    """``values[i]``: the ranks' values at node ``i`` (in ``ranks`` order), times ``scale``; figures for
+    ``nodes`` where ``shown[i]`` is a number (no rank has a value where it is NaN), NaN elsewhere."""
     low, median, high, imb = ([NAN] * size for _ in range(4))
     slowest: list = [None] * size
-    count = len(per_rank)
+    count = len(ranks)
     if not count:
         return Stats(low, median, high, slowest, imb)
     mid = count // 2
     even = count % 2 == 0
     for i in nodes:
-        values = [col[i] for col in per_rank]
-        if not any(v == v for v in values):
+        if shown is not None and shown[i] != shown[i]:
             continue
-        values = [v if v == v else 0.0 for v in values]
-        top = max(values)
-        ordered = sorted(values)
-        low[i] = ordered[0]
-        high[i] = top
-        median[i] = (ordered[mid - 1] + ordered[mid]) / 2 if even else ordered[mid]
-        slowest[i] = ranks[values.index(top)]
-        imb[i] = (top - sum(values) / count) / top if top > 0 else 0.0
+        row = values[i]
+        top = max(row)
+        ordered = sorted(row)
+        low[i] = ordered[0] * scale
+        high[i] = top * scale
+        median[i] = (ordered[mid - 1] + ordered[mid]) / 2 * scale if even else ordered[mid] * scale
+        slowest[i] = ranks[row.index(top)]
+        imb[i] = (top - sum(row) / count) / top if top > 0 else 0.0
     return Stats(low, median, high, slowest, imb)

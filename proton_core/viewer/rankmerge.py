@@ -18,6 +18,10 @@ from array import array
 from ..model.table import DEVICE_ID, NAN, Table
 from . import derive, rankfiles
 from .errors import MissingMetric
+from .sameshape import Shape
+
+#: Tree shapes remembered for reading later ranks by their numbers (ranks of one job have one or a few).
+MAX_SHAPES = 4
 
 
 class _Recording(dict):
@@ -44,7 +48,9 @@ def needed_keys(table: Table, metric: str) -> list[str]:
     probe.cols = _Recording(table.cols)
     order, parent = table.walk()
     try:
-        derive.Columns(probe, order, parent).compute(metric)
+        columns = derive.Columns(probe, order, parent)  # lists every key: what it reads next is what counts
+        probe.cols.read.clear()
+        columns.compute(metric)
     except MissingMetric:
         return []
     return sorted(k for k in probe.cols.read if k in table.cols)
@@ -75,7 +81,8 @@ def last_scope(table: Table) -> str | None:
 
 class Merged:
     """The union tree (``table``, every metric summed over ranks) and, per rank, its own raw values of
-    the ``keys`` the compared ``metric`` needs, on the union's nodes (``per_rank[rank][key]``)."""
+    the ``keys`` the compared ``metric`` needs, on the union's nodes (``per_rank[rank][key]``, 0 where the
+    rank has none)."""
 
     def __init__(self, run: rankfiles.Run, metrics: str | None, read_rank, warnings: list[str]) -> None:
         self.run = run
@@ -86,29 +93,64 @@ class Merged:
         self.per_rank: dict[int, dict[str, array]] = {}
         self.notes = list(run.notes)
         self._index: dict[int, dict] = {}
+        self.shapes: list[tuple[Shape, array]] = []  # (shape, its learnt nodes -> union nodes)
         for number, rank in run.ranks.items():
+            whole = len(rank.paths) == 1 and not rank.parts
+            if whole and self._read_fast(number, rank.paths[0]):
+                continue
             data = read_rank(rank.paths, warnings)
             if not self.table.names:
-                self._start(data)
                 self.metric = first_metric(metrics, data)
                 self.keys = needed_keys(data, self.metric) if self.metric else []
-            mapping = self._absorb(data)
+                mapping = self._start(data)
+            else:
+                mapping = self._absorb(data)
+                self._add(data, mapping)
             self.per_rank[number] = {key: _mapped(data.cols.get(key), mapping, self.table.size) for key in self.keys}
-            self._add(data, mapping)
+            if whole and len(self.shapes) < MAX_SHAPES and not getattr(data, "unreadable", 0):
+                shape = Shape.learn(rank.paths[0], data)
+                if shape is not None:
+                    self.shapes.append((shape, mapping))
+            del data
             if rank.stopped_early():
                 where = last_scope(read_rank([rank.parts[-1].path], None))
                 self.notes.append(rankfiles.stopped_early_line(rank, where))
+        for shape, mapping in self.shapes:
+            shape.fold(self.table, mapping)
         size = self.table.size
-        for cols in self.per_rank.values():  # ranks read before the union grew: no value on the new nodes
+        for cols in self.per_rank.values():  # ranks read before the union grew: nothing on the new nodes
             for key, col in cols.items():
                 if len(col) < size:
-                    col.extend(array("d", [NAN]) * (size - len(col)))
+                    col.extend(array("d", [0.0]) * (size - len(col)))
 
-    def _start(self, first: Table) -> None:
+    def _read_fast(self, number: int, path: str) -> bool:
+        """Read ``path`` through a known shape (:mod:`.sameshape`) if it has one; whether it did."""
+        union = self.table
+        for shape, mapping in self.shapes:
+            got = shape.read(path)
+            if got is None:
+                continue
+            values, devices, moved = got
+            union.devices = {**devices, **union.devices}
+            labels = union.labels[DEVICE_ID]
+            for i in moved:  # ranks on different devices: the merged node is on no one device
+                labels[mapping[i]] = None
+            self.per_rank[number] = {key: shape.column(key, values, mapping, union.size) for key in self.keys}
+            return True
+        return False
+
+    def _start(self, first: Table) -> array:
+        """The union begins as a copy of the first rank's table (its nodes, numbers); identity mapping."""
         t = self.table
-        t.path = first.path
-        t.metadata = first.metadata
-        t.add(first.names[first.root])
+        t.path, t.metadata, t.root = first.path, first.metadata, first.root
+        t.names = list(first.names)
+        t.kids = [list(k) if k else None for k in first.kids]
+        t.labels = {key: list(values) for key, values in first.labels.items()}
+        t.inner = bytearray(first.inner)
+        t.cols = {key: array("d", col) for key, col in first.cols.items()}
+        t.kinds, t.devices = dict(first.kinds), dict(first.devices)
+        t.unreadable = getattr(first, "unreadable", 0)
+        return array("q", range(first.size))
 
     def _absorb(self, data: Table) -> array:
         """Match ``data``'s nodes to the union's, adding those it lacks; ``data`` node -> union node."""
@@ -165,8 +207,8 @@ class Merged:
 
 
 def _mapped(src, mapping: array, size: int) -> array:
-    """A rank's column on the union's nodes (NaN where the rank has no value)."""
-    out = array("d", [NAN]) * size
+    """A rank's column on the union's nodes (0 where the rank has no value: it spent nothing there)."""
+    out = array("d", [0.0]) * size
     if src is not None:
         for j, v in zip(mapping, src):
             if j >= 0:

@@ -15,7 +15,7 @@ from array import array
 from ..model.table import Table
 from . import View, derive, rankfiles, read_merged, render
 from .errors import ViewerError
-from .imbalance import over_ranks
+from .imbalance import by_node, over_ranks, subtree_sums
 from .rankmerge import Merged
 
 STAT_HEADERS = ("rank min", "rank median", "rank max", "imbalance")
@@ -29,7 +29,8 @@ class RankView(View):
         self.rank_paths = paths
         self.merged: Merged | None = None
         self.stats = None
-        self.rank_values: list[array] = []
+        self.rank_matrix: list = []  # per node, the ranks' values of the first column (times scale)
+        self.scale = 1.0
         super().__init__(args, warnings)
         if self.merged is None or self.listing is not None:
             return
@@ -77,19 +78,54 @@ class RankView(View):
                                  f"which {'is not the first column' if merged.keys else 'the first rank lacks'}")
             return
         table, order, parent = self.table, self.calc.order, self.calc.parent
-        for rank in merged.ranks:
-            own = Table(table.path)
-            own.names, own.kids, own.root, own.kinds = table.names, table.kids, table.root, table.kinds
-            own.labels, own.inner = table.labels, table.inner
-            own.cols = merged.per_rank.pop(rank)
-            try:
-                values = derive.Columns(own, order, parent).compute(merged.metric)
-            except ViewerError:  # this rank has none of it: nothing spent there
-                values = [float("nan")] * table.size
-            self.rank_values.append(array("d", values))
-        self.stats = over_ranks(self.rank_values, merged.ranks, order, table.size)
+        linear = self._linear(merged)
+        if linear is not None:  # the common case: one raw key, in some unit: summed for all ranks at once
+            key, self.scale = linear
+            values = by_node([merged.per_rank.pop(rank)[key] for rank in merged.ranks])
+            if table.is_inclusive(key):
+                values = subtree_sums(values, order, parent)
+        else:
+            per_rank = []
+            for rank in merged.ranks:
+                own = Table(table.path)
+                own.names, own.kids, own.root, own.kinds = table.names, table.kids, table.root, table.kinds
+                own.labels, own.inner = table.labels, table.inner
+                own.cols = merged.per_rank.pop(rank)
+                try:
+                    per_rank.append(array("d", derive.Columns(own, order, parent).compute(merged.metric)))
+                except ViewerError:  # this rank has none of it: nothing spent there
+                    per_rank.append(array("d", [0.0]) * table.size)
+            values = by_node(per_rank)
+            del per_rank
+        self.rank_matrix = values
+        self.stats = over_ranks(values, merged.ranks, order, table.size, self.scale, shown=self.columns[0])
         self.headers = self.headers + list(STAT_HEADERS)
         self.columns = self.columns + [self.stats.low, self.stats.median, self.stats.high, self.stats.imbalance]
+
+    def _linear(self, merged):
+        """(raw key, factor) where the first column is one raw key's values (summed as the view sums them)
+        times a constant (``time/ms`` of ``time (ns)``), else None (percentages: of each rank's own total)."""
+        if len(merged.keys) != 1 or "%" in merged.metric:
+            return None
+        key = merged.keys[0]
+        raw, shown = self.calc.value(key), self.columns[0]
+        factor = None
+        for i in self.calc.order:
+            v, d = raw[i], shown[i]
+            if v != v or d != d:
+                if (v != v) != (d != d):
+                    return None
+                continue
+            if factor is None and v:
+                factor = d / v
+            if abs(d - (factor or 0.0) * v) > 1e-9 * max(abs(d), 1e-300):
+                return None
+        return key, (factor or 1.0)
+
+    def rank_values(self, nodes) -> list[list]:
+        """Per rank, its values of the first column at ``nodes`` (for the page's per-rank bars)."""
+        scale, matrix = self.scale, self.rank_matrix
+        return [[matrix[i][r] * scale for i in nodes] for r in range(len(self.merged.ranks))]
 
     def lines(self):
         if self.listing is not None or self.stats is None:

@@ -1,0 +1,206 @@
+"""A rank file with the same tree as one already read, read by its numbers alone (decision 0272).
+
+The ranks of one job run one program, so their files usually differ only in
+their numbers.  A file's text is cut at each ``"metrics":{`` and
+``},"children":[``: what lies between those marks are the metrics objects, the
+rest (frames, names, nesting) is the tree's skeleton.  A file whose skeleton
+equals a known one has the same nodes in the same order; its metrics objects,
+turned into one flat JSON list (``"key",value,...``), are parsed by the C JSON
+decoder in one call, and its numbers land in slots known from the first file
+of that shape.  No Python work per node: a 100 000-node file is a few
+C-level passes over its text.
+
+A known shape is learnt from a file the full reader read, and checked
+against it: every number the slots give must be the one the reader found at
+that node, and every value the reader found must have a slot; else the shape
+is not used.  A later file is taken only if its skeleton, its keys in order
+and its root's naming metadata are the same, and every slotted value is a
+number; else the caller reads it with the full reader.  Nothing is guessed:
+what this reader cannot vouch for goes the slow way.
+"""
+
+from __future__ import annotations
+
+import json
+from array import array
+from operator import add, itemgetter
+
+from ..formats import hatchet, keys as file_keys
+from ..model.table import DEVICE_ID, Table
+from .rankfiles import head_metadata
+
+MARK_METRICS = '"metrics":{'
+MARK_CHILDREN = '},"children":['
+SEPARATOR = ""  # the key that ends a node's pairs in the flat list
+
+
+class _Refused(ValueError):
+    """NaN or Infinity in a file: the full reader counts those; this one does not take the file."""
+
+
+def _refuse(word):
+    raise _Refused(word)
+
+
+def _tokens(text: str):
+    """(skeleton pieces but the last, the closing brackets, each node's metrics text, device-info text) or None."""
+    if not text.startswith('[{"frame":'):
+        return None
+    parts = text.replace(MARK_CHILDREN, MARK_METRICS).split(MARK_METRICS)
+    if len(parts) % 2 == 0 or len(parts) < 3:
+        return None
+    skeleton, contents = parts[0::2], parts[1::2]
+    contents[0] = contents[0].partition("}")[0]  # the root's metrics; its metadata follows them
+    tail = skeleton.pop()
+    comma = tail.find(",")
+    closing, devices = (tail, None) if comma < 0 else (tail[:comma], tail[comma + 1:])
+    return skeleton, closing, contents, devices
+
+
+def _flat(contents: list[str]):
+    """(keys, values) of every node's metrics in text order, a SEPARATOR pair after each node."""
+    body = "[" + ",".join([c + ',"",0' if c else '"",0' for c in contents]) + "]"
+    items = json.loads(body.replace('":', '",'), parse_constant=_refuse)
+    return items[0::2], items[1::2]
+
+
+def _getter(positions: list[int]):
+    """positions -> a function giving the tuple of those items (itemgetter of one item gives no tuple)."""
+    if len(positions) == 1:
+        (p,) = positions
+        return lambda values: (values[p],)
+    if not positions:
+        return lambda values: ()
+    return itemgetter(*positions)
+
+
+def _naming(meta: dict):
+    return meta.get(file_keys.NAMES_KEY), meta.get(file_keys.MARKS_KEY)
+
+
+class Shape:
+    """One tree's skeleton and its value slots; sums of the files read through it, kept per slot."""
+
+    def __init__(self) -> None:
+        self.skeleton: list[str] = []
+        self.closing = ""
+        self.keys: list = []
+        self.naming = None
+        self.positions: list[int] = []  # slot -> index in a file's values
+        self.nodes: list[int] = []  # slot -> node of the learnt table
+        self.names: list[str] = []  # slot -> metric name (as the reader names it)
+        self.device_slots: list[tuple[int, int]] = []  # (index in values, node) of device ids
+        self.devices_seen: tuple = ()
+        self.sums = array("d")
+        self.last = array("d")
+        self.files = 0
+        self._columns: dict = {}
+
+    @classmethod
+    def learn(cls, path: str, table: Table) -> "Shape | None":
+        """The shape of ``path``, which the full reader read as ``table``; None where it cannot vouch for it."""
+        try:
+            text = hatchet.read_text(path)
+        except hatchet.HatchetError:
+            return None
+        tokens = _tokens(text)
+        del text
+        if tokens is None:
+            return None
+        skeleton, closing, contents, _ = tokens
+        if len(contents) != table.size:
+            return None
+        try:
+            keys, values = _flat(contents)
+        except ValueError:
+            return None
+        order, _ = table.walk()
+        if len(order) != table.size or keys.count(SEPARATOR) != table.size:
+            return None
+        meta = table.metadata
+        renamed = file_keys.restored_names(meta) if file_keys.is_ours(meta) else {}
+        shape = cls()
+        shape.skeleton, shape.closing, shape.keys, shape.naming = skeleton, closing, keys, _naming(meta)
+        node = 0
+        cols, root = table.cols, table.root
+        for p, (key, value) in enumerate(zip(keys, values)):
+            if key == SEPARATOR and value == 0 and type(value) is int:
+                node += 1
+                continue
+            i = order[node]
+            if key == DEVICE_ID:
+                shape.device_slots.append((p, i))
+                continue
+            if type(value) is not int and type(value) is not float:
+                continue  # text and lists: the reader keeps none of them
+            name = renamed.get(key, key)
+            col = cols.get(name)
+            if col is None or col[i] != col[i]:
+                if i == root and value == 0:
+                    continue  # a zero the writer marks the root with, which the reader drops
+                return None
+            if col[i] != value:
+                return None
+            shape.positions.append(p)
+            shape.nodes.append(i)
+            shape.names.append(name)
+        if len(shape.positions) != sum(1 for col in cols.values() for v in col if v == v):
+            return None  # the reader found values this reader has no slot for
+        shape.devices_seen = tuple(values[p] for p, _ in shape.device_slots)
+        shape.sums = array("d", [0.0]) * len(shape.positions)
+        shape.take = _getter(shape.positions)
+        shape.take_devices = _getter([p for p, _ in shape.device_slots])
+        return shape
+
+    def read(self, path: str):
+        """(the file's values, its device info, device-id slots that differ from the learnt file's) where
+        ``path`` has this shape (its numbers added to the sums), else None."""
+        text = hatchet.read_text(path)
+        tokens = _tokens(text)
+        del text
+        if tokens is None:
+            return None
+        skeleton, closing, contents, devices_text = tokens
+        if closing != self.closing or skeleton != self.skeleton:
+            return None
+        try:
+            keys, values = _flat(contents)
+            numbers = array("d", self.take(values))  # TypeError: text or a list where a number was
+            devices = json.loads(devices_text[:-1]) if devices_text else {}
+        except (ValueError, TypeError, OverflowError):
+            return None
+        if keys != self.keys or not isinstance(devices, dict) or _naming(head_metadata(path)) != self.naming:
+            return None
+        seen = self.take_devices(values)
+        moved = [] if seen == self.devices_seen else \
+            [i for (p, i), a, b in zip(self.device_slots, seen, self.devices_seen) if a != b]
+        self.sums = array("d", map(add, self.sums, numbers))
+        self.last = numbers
+        self.files += 1
+        return values, devices, moved
+
+    def column(self, name: str, values: list, mapping, size: int) -> array:
+        """A file's values of ``name`` on the union's nodes (``mapping``: learnt node -> union node), 0 where none."""
+        take = self._columns.get((name, size))
+        if take is None:
+            where = [len(values)] * size  # the 0 put after the values: the file has no value there
+            for p, i, key in zip(self.positions, self.nodes, self.names):
+                if key == name:
+                    where[mapping[i]] = p
+            take = self._columns[(name, size)] = _getter(where)
+        return array("d", take([*values, 0.0]))
+
+    def fold(self, union: Table, mapping) -> None:
+        """Add the sums of the files read through this shape into ``union`` (properties: the last file's)."""
+        if not self.files:
+            return
+        cols = {name: union.column(name) for name in set(self.names)}
+        properties = {name for name in cols if union.kind(name) == "pty"}
+        for i, name, total, last in zip(self.nodes, self.names, self.sums, self.last):
+            col = cols[name]
+            j = mapping[i]
+            old = col[j]
+            if name in properties:
+                col[j] = last
+            else:
+                col[j] = total if old != old else old + total
