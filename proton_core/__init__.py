@@ -25,7 +25,7 @@ on_import.run()  # plugins' steps that must precede the program's first call (NV
 __all__ = [
     "start", "finalize", "activate", "deactivate", "profile", "scope", "cpu_timed_scope", "state",
     "enter_scope", "exit_scope", "enter_state", "exit_state", "metadata_state", "hookimpl", "ProtonError", "__version__",
-    "DEFAULT_PROFILE_NAME", "context", "data", "mode",
+    "DEFAULT_PROFILE_NAME", "context", "data", "mode", "step",
 ]
 
 #: The file an unnamed session or ``@profile`` writes (``proton.hatchet``), as upstream; ``[tool.proton] name``

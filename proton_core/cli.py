@@ -3,7 +3,9 @@
     proton-profile [options] script.py [args...]
     proton-profile [options] --module pkg.mod [args...]
     proton-profile [options] pytest [pytest args...]
+    proton-profile [options] torchrun|srun|mpirun|any command [args...]
     proton-profile plugins
+    proton-profile ctl start|stop|status ...
 
 The options are upstream ``proton``'s, with their meanings (``-m`` is the
 backend mode), plus ours.  The program is found and run as ``python`` would:
@@ -14,6 +16,12 @@ profile is written however the program ends (to ``-n`` made absolute before
 the program runs, or to the temporary directory where that write fails), and
 the program's exit status is passed through.  Usage errors and Proton errors print one line
 ``proton: ...`` and exit with status 2.
+
+Every Python process the program starts (and, for a command that is not a Python program, such as
+``torchrun``, ``srun`` or ``mpirun``, every Python process under it) profiles itself with the same
+options through a start-up hook in the environment (:mod:`proton_core.follow`), each writing its own
+file: ``<name>.rank<k>`` where it has a rank, else ``<name>.pid<P>``; ``--no-follow`` turns that off.
+The command itself runs as a subprocess and its exit status is passed through.
 """
 
 from __future__ import annotations
@@ -26,6 +34,9 @@ import os
 import pathlib
 import pkgutil
 import runpy
+import shutil
+import signal
+import subprocess
 import sys
 import traceback
 import types
@@ -39,12 +50,17 @@ USAGE = """\
 usage: proton-profile [options] script.py [args...]
        proton-profile [options] --module pkg.mod [args...]
        proton-profile [options] pytest [pytest args...]
+       proton-profile [options] torchrun|srun|mpirun|COMMAND [args...]
        proton-profile plugins
+       proton-profile ctl start|stop|status [--pid P | --run RUN_ID]
        python -m proton_core ...            (the same command)
 
 Profile a Python program, module or pytest run; write the profile when it ends.
 The options are Triton proton's (-m is the backend mode); a program runs as
-`python script.py` or `python -m pkg.mod` would run it.
+`python script.py` or `python -m pkg.mod` would run it.  Python processes it
+starts, and those under a COMMAND (a launcher such as torchrun), profile
+themselves with the same options: one file per rank (NAME.rank<k>) or process
+(NAME.pid<P>).
 
 options (before the program; everything after it is passed to the program):
   -n, --name NAME           output path without extension (default: proton)
@@ -58,6 +74,11 @@ options (before the program; everything after it is passed to the program):
   -i, --instrument NAME     print-mem-spaces: run without profiling, every Triton
                             kernel compiled through Triton's memory-space pass
   -o, --output-format FMT   sink to write: hatchet (tree default), chrome_trace (trace default)
+      --ranks LIST          profile only these ranks, e.g. 0,3 or 0-3 (PROTON_RANKS); others run unprofiled
+      --schedule SPEC       record only some steps (proton.step() ends one): skip_first=S,wait=W,
+                            warmup=U,active=A,repeat=R; each active window is a phase (PROTON_SCHEDULE)
+      --no-follow           profile only the program itself, not the Python processes it starts
+      --on-demand           start idle; `proton-profile ctl start|stop` records windows (PROTON_ON_DEMAND)
       --module NAME         run module NAME as `python -m NAME` (ends the options)
   -h, --help                show this help
       --version             show the version
@@ -65,11 +86,13 @@ options (before the program; everything after it is passed to the program):
 commands:
   plugins                   list installed plugins with kinds, versions and status
                             (a file named 'plugins' is run as a script instead)
+  ctl                       start/stop/status of an --on-demand job (proton-profile ctl -h)
 
 examples:
   proton-profile -n matmul -c python bench.py --size 4096
   proton-profile -b cupti pytest -x tests/test_kernels.py
   proton-profile -n train --module my_package.train --epochs 1
+  proton-profile -n run torchrun --nproc-per-node 4 train.py     (run.rank0.hatchet ...)
   proton-view -m time/ms matmul.hatchet
 """
 
@@ -83,7 +106,10 @@ OPTIONS = {
     "-k": "hook", "--hook": "hook",
     "-i": "instrument", "--instrument": "instrument",
     "-o": "output_format", "--output-format": "output_format", "--output_format": "output_format",
+    "--ranks": "ranks", "--schedule": "schedule",
 }
+#: Long options without a value that switch something on.
+FLAGS = {"--no-follow": "no_follow", "--on-demand": "on_demand"}
 #: Long options without a value (or ending ours), which may be abbreviated like the others.
 COMMANDS = {"--help": "help", "--version": "version", "--module": "module"}
 #: ``-i`` analyses, as upstream names them -> the LLVM pass plugin Triton ships for it.
@@ -96,12 +122,12 @@ class UsageError(Exception):
 
 def long_option(name: str) -> str:
     """The long option ``name`` spells, allowing an unambiguous prefix as argparse (and upstream) does."""
-    if name in OPTIONS or name in COMMANDS:
+    if name in OPTIONS or name in COMMANDS or name in FLAGS:
         return name
     found = {}
-    for option in [*OPTIONS, *COMMANDS]:
+    for option in [*OPTIONS, *COMMANDS, *FLAGS]:
         if option.startswith("--") and option.startswith(name):
-            found.setdefault(OPTIONS.get(option) or COMMANDS[option], option)
+            found.setdefault(OPTIONS.get(option) or COMMANDS.get(option) or FLAGS[option], option)
     if len(found) == 1:
         return next(iter(found.values()))
     if found:
@@ -136,6 +162,12 @@ def parse(argv: list[str]):
             command = COMMANDS.get(name)
             if command in ("help", "version"):
                 return options, command, None, []
+            if name in FLAGS:
+                if eq:
+                    raise UsageError(f"option {name} takes no value (see {PROG} -h)")
+                options[FLAGS[name]] = "1"
+                i += 1
+                continue
             if name not in OPTIONS and command is None:
                 raise UsageError(f"unknown option {arg} (see {PROG} -h; program options go after the script)"
                                  + mode_hint(options))
@@ -176,9 +208,34 @@ def parse(argv: list[str]):
     target, args = rest[0], rest[1:]
     if os.path.basename(target) == "pytest":  # as upstream: `pytest`, or a path to the pytest command
         return options, "pytest", target, args
-    if target == "plugins" and not os.path.isfile(target):
-        return options, "plugins", target, args
+    if target in ("plugins", "ctl") and not os.path.isfile(target):
+        return options, target, target, args
+    if is_command(target):
+        return options, "command", target, args
     return options, "script", target, args
+
+
+def python_shebang(path: str) -> bool:
+    try:
+        with open(path, "rb") as f:
+            first = f.readline(256)
+    except OSError:
+        return False
+    return first.startswith(b"#!") and b"python" in first
+
+
+def is_command(target: str) -> bool:
+    """Whether ``target`` is run as a command (a subprocess whose Python processes are followed) rather than
+    as a Python script in this process: a launcher, an executable that is not Python, a name on PATH."""
+    from .follow import launchers
+
+    if os.path.exists(target):
+        if os.path.isdir(target) or target.endswith((".py", ".pyw", ".pyc", ".pyz")):
+            return False
+        if os.path.basename(target) in launchers.SCRIPTS:  # torchrun by its path: its agent is no program
+            return True
+        return os.access(target, os.X_OK) and not python_shebang(target)
+    return os.sep not in target and shutil.which(target) is not None
 
 
 # ------------------------------------------------------------------ plugins ----
@@ -413,20 +470,80 @@ def launcher_files() -> set[str]:
     return files
 
 
+def job_environment(options: dict) -> None:
+    """Set what every process of the job reads: the run id, ranks, schedule, on-demand, and (unless
+    ``--no-follow``) the start-up hook with the session's options."""
+    from . import follow
+    from .distributed import run_id, schedule, selection
+
+    if "ranks" in options:
+        selection.parse(options["ranks"])  # a wrong list fails here, in one line, before anything runs
+        os.environ[selection.ENV_VAR] = options["ranks"]
+    if "schedule" in options:
+        schedule.parse(options["schedule"])
+        os.environ[schedule.ENV_VAR] = options["schedule"]
+    if options.get("on_demand"):
+        os.environ["PROTON_ON_DEMAND"] = "1"
+    if not os.environ.get(run_id.ENV_VAR, "").strip():
+        import uuid
+
+        os.environ[run_id.ENV_VAR] = run_id.from_launcher() or f"proton-{uuid.uuid4().hex[:12]}"
+    if options.get("no_follow"):
+        follow.disarm()
+    else:
+        travelling = {**options, "name": output_name(options)}
+        os.environ.update(follow.child_environment(travelling))
+
+
+def run_command(options: dict, target: str, args: list[str]) -> int:
+    """Run a command that is not a Python program (torchrun, srun, mpirun, ...) as a subprocess; its Python
+    processes profile themselves.  Its exit status is passed through (128+N for a signal N, as shells say)."""
+    if options.get("no_follow"):
+        print(f"proton: --no-follow: {target} is not a Python program, so nothing under it is profiled",
+              file=sys.stderr)
+    try:
+        child = subprocess.Popen([target, *args])
+    except OSError as exc:
+        raise UsageError(f"cannot run {target}: {exc.strerror or exc}") from None
+    forwarded = {}
+
+    def forward(signum, frame):
+        child.send_signal(signum)
+
+    for name in ("SIGTERM", "SIGHUP", "SIGINT"):  # Ctrl-C reaches the child from the terminal too; once is enough
+        signum = getattr(signal, name, None)
+        if signum is not None:
+            forwarded[signum] = signal.signal(signum, forward if name != "SIGINT" else signal.SIG_IGN)
+    try:
+        status = child.wait()
+    finally:
+        for signum, previous in forwarded.items():
+            signal.signal(signum, previous)
+    return 128 - status if status < 0 else status
+
+
 def profile_program(options: dict, kind: str, target: str, args: list[str]) -> int:
     from .contexts.python import launched_by
+    from .distributed import selection
+    from .follow import after_start
     from .manager import MANAGER
 
     try:
         check_target(kind, target)
     except UsageError as exc:
         raise UsageError(f"{exc}{mode_hint(options)}") from None
+    job_environment(options)
+    if kind == "command":
+        return run_command(options, target, args)
     own_path0 = launcher_path0()
+    if not selection.selected():  # a rank left out by --ranks: the program runs unprofiled
+        return execute(kind, target, args, own_path0)
     with launched_by(launcher_files()):  # python-context paths begin at the program, not at us
-        MANAGER.start(output_name(options), context=options.get("context", "shadow"), data=options.get("data", "tree"),
-                      backend=options.get("backend"), mode=options.get("mode"), hook=options.get("hook"),
-                      output_format=options.get("output_format"))
+        sid = MANAGER.start(output_name(options), context=options.get("context", "shadow"),
+                            data=options.get("data", "tree"), backend=options.get("backend"), mode=options.get("mode"),
+                            hook=options.get("hook"), output_format=options.get("output_format"))
         MANAGER.cli_owned = True
+        after_start.run(sid)
         status = 0
         try:
             status = execute(kind, target, args, own_path0)
@@ -438,6 +555,15 @@ def profile_program(options: dict, kind: str, target: str, args: list[str]) -> i
         finally:
             MANAGER.cli_owned = False
         return write_at_end(status)
+
+
+def control_command(args: list[str]) -> int:
+    """``proton-profile ctl ...``: on-demand control of a running job (:mod:`proton_core.control`)."""
+    if importlib.util.find_spec("proton_core.control.cli") is None:
+        raise UsageError("ctl needs proton_core.control, which this installation lacks")
+    from .control import cli as control_cli
+
+    return int(control_cli.main(list(args)) or 0)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -453,6 +579,8 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if kind == "plugins":
             return show_plugins()
+        if kind == "ctl":
+            return control_command(args)
         if "instrument" in options:
             return instrument_program(options["instrument"], kind, target, args)
         return profile_program(options, kind, target, args)

@@ -66,21 +66,28 @@ def from_environment(env=None) -> Identity | None:
     return None
 
 
+#: The process group last seen alive: programs destroy it before they exit, when the last file is written.
+_seen: tuple[int, int, str | None] | None = None
+
+
 def process_group() -> tuple[int, int, str | None] | None:
-    """(rank, world size, backend) of the program's initialised default process group, else None."""
+    """(rank, world size, backend) of the program's initialised default process group (or of the one last
+    seen by an earlier call, since destroyed), else None."""
+    global _seen
     dist = sys.modules.get("torch.distributed")
     if dist is None:
-        return None
+        return _seen
     try:
         if not dist.is_available() or not dist.is_initialized():
-            return None
+            return _seen
         try:
             backend = str(dist.get_backend())
         except Exception:
             backend = None
-        return int(dist.get_rank()), int(dist.get_world_size()), backend
+        _seen = int(dist.get_rank()), int(dist.get_world_size()), backend
+        return _seen
     except Exception:  # a group being torn down: the variables still say who we are
-        return None
+        return _seen
 
 
 def current(env=None) -> Identity | None:

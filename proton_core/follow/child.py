@@ -1,0 +1,96 @@
+"""The session of a followed process: started by the start-up hook, written at exit unless it is empty.
+
+Each followed process writes its own file: ``<name>.rank<k>.<ext>`` where the launcher gave it a rank,
+else ``<name>.pid<P>.<ext>``.  Like the CLI's program, the process's own ``proton.start``/``finalize``
+calls are ignored.  A followed process that recorded nothing (a launcher's helper, a tool run by the
+job) writes nothing: only processes with data leave files.  A rank left out by ``PROTON_RANKS``,
+or a process where profiling is switched off, starts nothing.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import sys
+
+from . import OPTIONS_VAR, after_start, decode
+
+
+def start_from_environment() -> int | None:
+    options = decode(os.environ.get(OPTIONS_VAR, ""))
+    if options is None:
+        print(f"proton: {OPTIONS_VAR} is not a JSON object of session options; this process runs unprofiled",
+              file=sys.stderr)
+        return None
+    return start(options)
+
+
+def extension(options: dict) -> str:
+    """The extension the session's file will have ("" where the options are wrong: start says so)."""
+    from ..output import DEFAULT_FORMAT
+    from ..plugins import get_plugins
+
+    fmt = options.get("output_format") or DEFAULT_FORMAT.get(options.get("data") or "tree")
+    reg = get_plugins().sinks.get(fmt) if isinstance(fmt, str) else None
+    return reg.extension if reg is not None else ""
+
+
+def start(options: dict) -> int | None:
+    """Start this process's session with ``options``; None where it does not profile."""
+    from .. import disabled
+    from ..distributed import identity, naming, selection
+    from ..errors import ProtonError
+    from ..manager import MANAGER
+
+    try:
+        if disabled() or not selection.selected():
+            return None
+        name = options.get("name") or "proton"
+        if identity.from_environment() is None:
+            name = naming.for_pid(name, extension(options), os.getpid())
+        sid = MANAGER.start(name, context=options.get("context") or "shadow", data=options.get("data") or "tree",
+                            backend=options.get("backend"), mode=options.get("mode"), hook=options.get("hook"),
+                            output_format=options.get("output_format"))
+    except ProtonError as exc:
+        print(f"proton: process {os.getpid()} runs unprofiled: {str(exc).splitlines()[0]}", file=sys.stderr)
+        return None
+    MANAGER.cli_owned = True
+    atexit.register(write_at_exit, sid)  # after the exit flush's registration: runs before it
+    after_start.run(sid)
+    return sid
+
+
+def recorded_nothing(session) -> bool:
+    """Whether ``session`` holds no data at all (flushed first: the backend may still hold some)."""
+    from ..manager import MANAGER
+
+    with MANAGER.lock:
+        MANAGER.flush(session.backend_state)
+        session.resolve_pending()
+        profiles = session.phases.profiles.values()
+        return not session.parts and all(not p.tree.root.children and not p.tree.root.metrics for p in profiles)
+
+
+def write_at_exit(session_id: int) -> None:
+    """Write the session when the process ends; a session that recorded nothing is closed unwritten."""
+    from ..errors import ProtonError
+    from ..manager import MANAGER
+
+    session = MANAGER.sessions.get(session_id)
+    if session is None or session.closed:
+        return
+    try:
+        if recorded_nothing(session):
+            MANAGER.reset()
+            return
+        paths = MANAGER.finalize(fallback=True)
+    except KeyboardInterrupt:
+        MANAGER.reset()
+        print("proton: interrupted while writing the profile: it was not written", file=sys.stderr)
+        return
+    except (ProtonError, OSError) as exc:
+        MANAGER.reset()
+        print(f"proton: {str(exc).splitlines()[0]}", file=sys.stderr)
+        return
+    for path in paths:
+        print(f"proton: profile written to {os.path.abspath(path)}", file=sys.stderr)
