@@ -15,6 +15,7 @@ import os
 import shlex
 import socket
 import threading
+import time
 
 from .. import log
 from ..errors import ProtonError
@@ -24,6 +25,8 @@ from .windows import WINDOWS
 ENV_ON_DEMAND = "PROTON_ON_DEMAND"
 #: Connections waiting while one is served.
 BACKLOG = 16
+#: Seconds before accepting again after accept() failed on an open socket (no descriptor free, say).
+ACCEPT_RETRY = 0.5
 
 
 def on_demand() -> bool:
@@ -40,7 +43,6 @@ class Listener:
         self.sock: socket.socket | None = None
         self.thread: threading.Thread | None = None
         self.pid = os.getpid()
-        self.served = 0  # connections answered (tests read it)
 
     def bind(self) -> None:
         """Make the socket at ``<run dir>/<pid>.sock``; ProtonError (one line) where that cannot be done."""
@@ -83,14 +85,17 @@ class Listener:
         while True:
             try:
                 conn, _ = sock.accept()
-            except OSError:  # closed: at exit, or by close() in tests
-                return
+            except OSError:
+                if self.sock is None:  # closed: at exit
+                    return
+                time.sleep(ACCEPT_RETRY)  # out of descriptors or memory for a moment: never spin, never give up
+                continue
             try:
                 with conn:
+                    conn.settimeout(protocol.READ_TIMEOUT)
                     self._answer(conn)
             except Exception:  # the peer went away mid-answer: nothing to tell anyone
                 pass
-            self.served += 1
 
     def _answer(self, conn: socket.socket) -> None:
         ok, why = credentials.admitted(conn)
@@ -107,7 +112,6 @@ class Listener:
             status, text = protocol.ERROR, str(exc)
         except Exception as exc:  # a bug of ours must not end the job, nor the listener
             status, text = protocol.ERROR, f"internal error: {type(exc).__name__}: {exc}"
-        conn.settimeout(protocol.READ_TIMEOUT)
         conn.sendall(protocol.reply_line(status, text))
 
     def close(self) -> None:

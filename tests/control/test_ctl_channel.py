@@ -1,5 +1,6 @@
 """The control channel: garbage and oversized requests, idle cost, stale sockets, nothing without the switch."""
 
+import errno
 import os
 import socket
 import stat
@@ -7,7 +8,7 @@ import subprocess
 import sys
 import time
 
-from proton_core.control import location, protocol
+from proton_core.control import location, protocol, server
 
 
 def raw(path, payload: bytes, timeout=10.0, hang_up=True) -> str:
@@ -119,7 +120,7 @@ def test_nothing_is_served_without_the_switch(start_job, ctl_dir, ctl):
     assert "proton-control" not in job.out
 
 
-def test_a_control_directory_that_is_not_private_keeps_recording_everything(start_job, ctl_dir):
+def test_a_control_directory_that_is_not_private_keeps_recording_everything(start_job, ctl_dir, ctl):
     top = os.path.join(ctl_dir, f"proton-ctl-{os.geteuid()}")
     os.mkdir(top, 0o755)
     os.chmod(top, 0o755)
@@ -131,6 +132,39 @@ def test_a_control_directory_that_is_not_private_keeps_recording_everything(star
            f"mode 0755; wanted uid {os.geteuid()}, mode 0700)" in job.err
     assert job.err.count("\n") == 1  # that one line
     assert "all" in (job.work / "job.hatchet").read_text()
+    status, out, err = ctl("status")  # nothing in such a directory is trusted
+    assert (status, out) == (2, []) and len(err) == 1 and err[0].startswith(f"proton: ctl: {top} is not private")
+
+
+def test_a_socket_path_too_long_is_one_line_and_the_run_is_recorded(start_job, tmp_path):
+    deep = tmp_path / ("d" * 60) / ("e" * 60)
+    deep.mkdir(parents=True)
+    job = start_job(env={"PROTON_CTL_DIR": str(deep)})
+    assert job.socket is None and job.active_after_serve
+    job.set_label("all")
+    job.finish()
+    assert job.err.startswith(f"proton: on-demand control is off in pid {job.pid}: the control socket path ")
+    assert job.err.rstrip().endswith("is too long for a Unix socket; set PROTON_CTL_DIR to a shorter directory; "
+                                     "recording the whole run instead")
+    assert "all" in (job.work / "job.hatchet").read_text()
+
+
+def test_accept_failures_are_retried_never_fatal(monkeypatch):
+    monkeypatch.setattr(server, "ACCEPT_RETRY", 0.01)
+    listener = server.Listener("r")
+    calls = []
+
+    class Flaky:
+        def accept(self):
+            calls.append(1)
+            if len(calls) < 3:
+                raise OSError(errno.EMFILE, "Too many open files")
+            listener.sock = None  # closed at exit: now the thread ends
+            raise OSError(errno.EBADF, "Bad file descriptor")
+
+    listener.sock = Flaky()
+    listener._serve()
+    assert len(calls) == 3
 
 
 def test_stale_sockets_are_removed(start_job, ctl, ctl_dir):
