@@ -22,7 +22,9 @@ py::tuple flush_tuple(bool collect, const std::vector<int>& sync_devices) {
   Recorder::FlushOut out = recorder().flush();
   py::list nodes, records, events;
   for (auto& n : out.nodes) {
-    py::object value = n.kind == kNodeContext ? py::object(py::int_(n.ctx)) : py::object(py::str(n.frame));
+    py::object value = py::none();
+    if (n.kind == kNodeContext) value = py::int_(n.ctx);
+    if (n.kind == kNodeFrame) value = py::str(n.frame);
     nodes.append(py::make_tuple(n.id, n.parent, n.kind, value));
   }
   for (auto& r : out.records) records.append(py::make_tuple(r.epoch, r.node, r.kernel, r.device, r.time_ns, r.count));

@@ -27,6 +27,10 @@ constexpr unsigned kCacheBits = 5;
 struct ThreadState {
   CachedContext cache[1u << kCacheBits];
   uint32_t tid = 0;
+  // Inside hipGraphLaunch: the graph's captured paths and the next dispatch's ordinal.
+  std::shared_ptr<const std::vector<uint32_t>> graph;
+  uint32_t ordinal = 0;
+  uint32_t graph_gen = 0;
 };
 thread_local ThreadState tls;
 
@@ -69,11 +73,18 @@ uint64_t Recorder::context() { return tls_ctx; }
 void Recorder::set_provider(ContextProvider p) { g_provider.store(p, std::memory_order_release); }
 
 void Recorder::reset() {
+  std::lock_guard<std::mutex> gr(graph_mu_);
   std::lock_guard<std::mutex> t(trie_mu_);
   std::lock_guard<std::mutex> a(agg_mu_);
   nodes_.clear();
   node_index_.clear();
   nodes_exported_ = 0;
+  // Captured paths name nodes of the old trie: graphs captured before this session lose them.
+  captures_.clear();
+  capturing_.store(0);
+  graphs_.clear();
+  execs_.clear();
+  reroot_cache_.clear();
   agg_.clear();
   events_.clear();
   devices_seen_.clear();
@@ -138,6 +149,13 @@ void Recorder::on_launch(uint64_t corr) {
   uint32_t e = epoch_.load(std::memory_order_acquire);
   launches_.fetch_add(1, std::memory_order_relaxed);
   uint32_t node = e == 0 ? 0 : current_node();
+  ThreadState& t = tls;
+  if (t.graph) {  // the n-th dispatch of a graph launch: under the path its kernel was captured at
+    uint32_t ordinal = t.ordinal++;
+    if (e != 0 && t.graph_gen == generation_.load(std::memory_order_relaxed) && ordinal < t.graph->size() &&
+        (*t.graph)[ordinal] != 0)
+      node = reroot(node, (*t.graph)[ordinal]);
+  }
   s.corr.store(0, std::memory_order_relaxed);  // invalidate, write, publish: the reader re-checks corr
   std::atomic_thread_fence(std::memory_order_release);
   s.epoch.store(e, std::memory_order_relaxed);
@@ -225,6 +243,72 @@ uint32_t Recorder::frames_node(uint64_t ctx) {
   return parent;
 }
 
+// ----------------------------------------------------------- HIP graphs ----
+void Recorder::on_capture_begin(uint64_t stream) {
+  std::lock_guard<std::mutex> g(graph_mu_);
+  if (captures_.emplace(stream, std::vector<uint32_t>{}).second) capturing_.fetch_add(1, std::memory_order_release);
+}
+
+void Recorder::on_capture_launch(uint64_t stream) {
+  if (capturing_.load(std::memory_order_acquire) == 0) return;  // every launch outside a capture: one load
+  {
+    std::lock_guard<std::mutex> g(graph_mu_);
+    if (captures_.find(stream) == captures_.end()) return;
+  }
+  uint32_t node = current_node();  // takes the trie lock (and the GIL for python frames): not under graph_mu_
+  std::lock_guard<std::mutex> g(graph_mu_);
+  auto it = captures_.find(stream);
+  if (it != captures_.end()) it->second.push_back(node);
+}
+
+void Recorder::on_capture_end(uint64_t stream, uint64_t graph) {
+  std::lock_guard<std::mutex> g(graph_mu_);
+  auto it = captures_.find(stream);
+  if (it == captures_.end()) return;
+  if (graph != 0) graphs_[graph] = std::make_shared<const std::vector<uint32_t>>(std::move(it->second));
+  captures_.erase(it);
+  capturing_.fetch_sub(1, std::memory_order_release);
+}
+
+void Recorder::on_instantiate(uint64_t graph, uint64_t exec) {
+  std::lock_guard<std::mutex> g(graph_mu_);
+  auto it = graphs_.find(graph);
+  if (it != graphs_.end() && exec != 0) execs_[exec] = it->second;
+}
+
+void Recorder::on_graph_launch(uint64_t exec, bool enter) {
+  ThreadState& t = tls;
+  t.graph.reset();
+  t.ordinal = 0;
+  if (!enter) return;
+  std::lock_guard<std::mutex> g(graph_mu_);
+  auto it = execs_.find(exec);
+  if (it != execs_.end()) {
+    t.graph = it->second;
+    t.graph_gen = generation_.load(std::memory_order_relaxed);
+  }
+}
+
+uint32_t Recorder::reroot(uint32_t launch_node, uint32_t captured_node) {
+  uint64_t key = (uint64_t(launch_node) << 32) | captured_node;
+  {
+    std::lock_guard<std::mutex> g(graph_mu_);
+    auto it = reroot_cache_.find(key);
+    if (it != reroot_cache_.end()) return it->second;
+  }
+  uint32_t node;
+  {
+    std::lock_guard<std::mutex> t(trie_mu_);
+    std::vector<NodeKey> chain;
+    for (uint32_t id = captured_node; id != 0 && id <= nodes_.size(); id = nodes_[id - 1].parent) chain.push_back(nodes_[id - 1]);
+    node = intern_locked(launch_node, kNodeCapturedAt, 0);
+    for (auto c = chain.rbegin(); c != chain.rend(); ++c) node = intern_locked(node, c->kind, c->value);
+  }
+  std::lock_guard<std::mutex> g(graph_mu_);
+  reroot_cache_.emplace(key, node);
+  return node;
+}
+
 // ------------------------------------------------------------- records ----
 void Recorder::on_kernel_symbol(uint64_t kernel_id, const char* name) {
   std::lock_guard<std::mutex> a(agg_mu_);
@@ -306,7 +390,7 @@ Recorder::FlushOut Recorder::flush() {
     NodeOut n{uint32_t(i + 1), k.parent, k.kind, 0, {}};
     if (k.kind == kNodeContext) {
       n.ctx = k.value;
-    } else {
+    } else if (k.kind == kNodeFrame) {
       PyObject* code = codes_[k.value >> 32];
       n.frame = str_attr(code, "co_filename") + ":" + std::to_string(uint32_t(k.value)) + "@" + str_attr(code, "co_name");
     }

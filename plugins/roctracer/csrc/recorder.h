@@ -22,6 +22,7 @@ namespace proton_roc {
 
 constexpr uint32_t kNodeContext = 0;
 constexpr uint32_t kNodeFrame = 1;
+constexpr uint32_t kNodeCapturedAt = 2;
 
 uint64_t monotonic_ns();
 
@@ -45,12 +46,23 @@ class Recorder {
   static void set_provider(ContextProvider provider);
 
   // ---- hot path: the kernel-dispatch ENTER callback on the launching thread ----
-  void on_launch(uint64_t corr);
+  // `key` names one dispatch: the SDK's dispatch id (the correlation id is shared by every kernel of
+  // a HIP graph launch).
+  void on_launch(uint64_t key);
+
+  // ---- HIP graphs (HIP runtime API callbacks): kernels captured into a graph keep the path where
+  // they were captured; each launch of the graph files its n-th dispatch under
+  // <launch path>/<captured_at>/<path of the graph's n-th captured kernel> ----
+  void on_capture_begin(uint64_t stream);
+  void on_capture_launch(uint64_t stream);  // a kernel-launch call on the calling thread
+  void on_capture_end(uint64_t stream, uint64_t graph);
+  void on_instantiate(uint64_t graph, uint64_t exec);
+  void on_graph_launch(uint64_t exec, bool enter);  // around hipGraphLaunch, on the calling thread
 
   // ---- the SDK's other callbacks ----
   void on_kernel_symbol(uint64_t kernel_id, const char* name);
   // One completed dispatch; start/end already in CLOCK_MONOTONIC ns, device the physical GPU index.
-  void on_dispatch(uint64_t corr, uint64_t kernel_id, uint32_t device, uint64_t queue, uint64_t start, uint64_t end);
+  void on_dispatch(uint64_t key, uint64_t kernel_id, uint32_t device, uint64_t queue, uint64_t start, uint64_t end);
   void add_dropped(uint64_t n) {  // records the SDK itself dropped (its buffer callback's drop_count)
     dropped_.fetch_add(n, std::memory_order_relaxed);
     sdk_dropped_.fetch_add(n, std::memory_order_relaxed);
@@ -133,6 +145,7 @@ class Recorder {
   uint32_t intern_locked(uint32_t parent, uint32_t kind, uint64_t value);
   uint32_t code_index_locked(PyObject* code);
   uint32_t name_id_locked(uint64_t kernel_id);
+  uint32_t reroot(uint32_t launch_node, uint32_t captured_node);
   bool is_internal(const std::string& filename) const;
   void count_for_switch(uint32_t every);
 
@@ -156,6 +169,14 @@ class Recorder {
   std::vector<bool> code_internal_;
   std::unordered_map<PyObject*, uint32_t> code_index_;
   std::vector<std::string> internal_dirs_, internal_files_;
+
+  // HIP graphs: streams being captured -> path nodes of their kernel launches, in order; graphs and
+  // their executable instances -> those paths.
+  std::mutex graph_mu_;
+  std::atomic<int> capturing_{0};
+  std::unordered_map<uint64_t, std::vector<uint32_t>> captures_;
+  std::unordered_map<uint64_t, std::shared_ptr<const std::vector<uint32_t>>> graphs_, execs_;
+  std::unordered_map<uint64_t, uint32_t> reroot_cache_;
 
   std::mutex agg_mu_;
   std::unordered_map<uint64_t, std::string> symbols_;  // kernel id -> name, from code-object callbacks

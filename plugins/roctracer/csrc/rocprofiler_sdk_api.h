@@ -194,6 +194,48 @@ typedef struct {
   uint64_t retval;
 } rocprofiler_callback_tracing_marker_api_data_t;
 
+/* HIP runtime API calls (callback tracing kind HIP_RUNTIME_API): the argument structs of the calls
+ * that capture, instantiate and launch HIP graphs and launch kernels, from include/rocprofiler-sdk/
+ * hip/api_args.h (rocprofiler_hip_api_args_t; hipStream_t, hipGraph_t, hipGraphExec_t are pointers).
+ * Operation ids are looked up by name at run time (rocprofiler_query_callback_tracing_kind_operation_name),
+ * never hard-coded: they grow with every HIP release. */
+typedef union {
+  struct {
+    void* stream;
+    int mode;
+  } hipStreamBeginCapture;
+  struct {
+    void* stream;
+    void** pGraph;
+  } hipStreamEndCapture;
+  struct {
+    void** pGraphExec;
+    void* graph;
+  } hipGraphInstantiate; /* also hipGraphInstantiateWithFlags: the same first two members */
+  struct {
+    void* graphExec;
+    void* stream;
+  } hipGraphLaunch;
+  struct {
+    const void* function_address;
+    rocprofiler_dim3_t numBlocks;
+    rocprofiler_dim3_t dimBlocks;
+    void** args;
+    size_t sharedMemBytes;
+    void* stream;
+  } hipLaunchKernel; /* also hipExtLaunchKernel and (same offsets) hipLaunchCooperativeKernel */
+  struct {
+    void* func;
+    unsigned int gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes;
+    void* stream;
+  } hipModuleLaunchKernel;
+} proton_hip_api_args_t;
+
+typedef struct {
+  uint64_t size;
+  proton_hip_api_args_t args; /* the prefix of rocprofiler_hip_api_args_t that Proton reads */
+} rocprofiler_callback_tracing_hip_api_data_t;
+
 typedef struct rocprofiler_agent_mem_bank_t {
   uint32_t heap_type; /* HSA_HEAPTYPE */
   uint32_t flags;     /* HSA_MEMORYPROPERTY */
@@ -289,6 +331,8 @@ typedef void (*rocprofiler_buffer_tracing_cb_t)(rocprofiler_context_id_t context
                                                 uint64_t drop_count);
 typedef void (*rocprofiler_callback_tracing_cb_t)(rocprofiler_callback_tracing_record_t record,
                                                   rocprofiler_user_data_t* user_data, void* callback_data);
+typedef int (*rocprofiler_callback_tracing_kind_operation_cb_t)(rocprofiler_callback_tracing_kind_t kind,
+                                                                rocprofiler_tracing_operation_t operation, void* data);
 typedef rocprofiler_status_t (*rocprofiler_query_available_agents_cb_t)(rocprofiler_agent_version_t version,
                                                                         const void** agents, size_t num_agents,
                                                                         void* user_data);
@@ -313,6 +357,11 @@ typedef rocprofiler_status_t (*rocprofiler_configure_callback_tracing_service_fn
     rocprofiler_context_id_t context_id, rocprofiler_callback_tracing_kind_t kind,
     const rocprofiler_tracing_operation_t* operations, size_t operations_count,
     rocprofiler_callback_tracing_cb_t callback, void* callback_args);
+typedef rocprofiler_status_t (*rocprofiler_iterate_callback_tracing_kind_operations_fn)(
+    rocprofiler_callback_tracing_kind_t kind, rocprofiler_callback_tracing_kind_operation_cb_t callback, void* data);
+typedef rocprofiler_status_t (*rocprofiler_query_callback_tracing_kind_operation_name_fn)(
+    rocprofiler_callback_tracing_kind_t kind, rocprofiler_tracing_operation_t operation, const char** name,
+    uint64_t* name_len);
 typedef rocprofiler_status_t (*rocprofiler_query_available_agents_fn)(rocprofiler_agent_version_t version,
                                                                       rocprofiler_query_available_agents_cb_t callback,
                                                                       size_t agent_size, void* user_data);

@@ -5,6 +5,8 @@
 #include <dlfcn.h>
 
 #include <atomic>
+#include <cstddef>
+#include <cstring>
 #include <mutex>
 
 #include "markers.h"
@@ -14,6 +16,17 @@
 namespace proton_roc {
 
 namespace {
+
+// The layout facts the backend relies on (rocprofiler-sdk 0.5.0).
+static_assert(offsetof(rocprofiler_buffer_tracing_kernel_dispatch_record_t, correlation_id) == 16, "layout");
+static_assert(offsetof(rocprofiler_buffer_tracing_kernel_dispatch_record_t, start_timestamp) == 40, "layout");
+static_assert(offsetof(rocprofiler_buffer_tracing_kernel_dispatch_record_t, dispatch_info) == 56, "layout");
+static_assert(offsetof(rocprofiler_kernel_dispatch_info_t, dispatch_id) == 32, "layout");
+static_assert(offsetof(rocprofiler_callback_tracing_kernel_dispatch_data_t, dispatch_info) == 24, "layout");
+static_assert(offsetof(rocprofiler_callback_tracing_hip_api_data_t, args) == 8, "layout");
+static_assert(offsetof(proton_hip_api_args_t, hipLaunchKernel.stream) == 48, "layout");
+static_assert(offsetof(proton_hip_api_args_t, hipModuleLaunchKernel.stream) == 40, "layout");
+static_assert(offsetof(rocprofiler_agent_v0_t, cu_count) == 72, "layout");
 
 #define SDK_FUNCS(X)                            \
   X(rocprofiler_force_configure)                \
@@ -25,7 +38,9 @@ namespace {
   X(rocprofiler_flush_buffer)                   \
   X(rocprofiler_configure_buffer_tracing_service) \
   X(rocprofiler_configure_callback_tracing_service) \
-  X(rocprofiler_query_available_agents)
+  X(rocprofiler_query_available_agents)         \
+  X(rocprofiler_iterate_callback_tracing_kind_operations) \
+  X(rocprofiler_query_callback_tracing_kind_operation_name)
 
 struct SdkApi {
   void* handle = nullptr;
@@ -59,11 +74,91 @@ uint32_t physical_of(uint64_t agent_handle) {
   return 0xFFFFu;  // an agent the table lacks: kept apart, never merged into GPU 0
 }
 
+// A dispatch's key: the SDK's dispatch id (unique per dispatch), else its correlation id.
+inline uint64_t dispatch_key(const rocprofiler_kernel_dispatch_info_t& info, uint64_t correlation) {
+  return info.dispatch_id != 0 ? info.dispatch_id : correlation;
+}
+
 // ------------------------------------------------------------ callbacks ----
 void on_dispatch_callback(rocprofiler_callback_tracing_record_t record, rocprofiler_user_data_t*, void*) {
-  if (record.kind == ROCPROFILER_CALLBACK_TRACING_KERNEL_DISPATCH &&
-      record.operation == ROCPROFILER_KERNEL_DISPATCH_ENQUEUE && record.phase == ROCPROFILER_CALLBACK_PHASE_ENTER)
-    recorder().on_launch(record.correlation_id.internal);
+  if (record.kind != ROCPROFILER_CALLBACK_TRACING_KERNEL_DISPATCH ||
+      record.operation != ROCPROFILER_KERNEL_DISPATCH_ENQUEUE || record.phase != ROCPROFILER_CALLBACK_PHASE_ENTER)
+    return;
+  auto* data = static_cast<const rocprofiler_callback_tracing_kernel_dispatch_data_t*>(record.payload);
+  recorder().on_launch(data ? dispatch_key(data->dispatch_info, record.correlation_id.internal)
+                            : record.correlation_id.internal);
+}
+
+// HIP runtime calls that capture, instantiate and launch graphs, and launch kernels (a capture's contents).
+enum HipRole : uint8_t { kNone, kBeginCapture, kEndCapture, kInstantiate, kGraphLaunch, kLaunch, kModuleLaunch };
+constexpr int kMaxHipOps = 4096;
+HipRole hip_roles[kMaxHipOps];
+std::vector<rocprofiler_tracing_operation_t> hip_ops;
+
+HipRole role_of_name(const char* name) {
+  static const struct {
+    const char* name;
+    HipRole role;
+  } table[] = {{"hipStreamBeginCapture", kBeginCapture}, {"hipStreamBeginCapture_spt", kBeginCapture},
+               {"hipStreamEndCapture", kEndCapture},     {"hipStreamEndCapture_spt", kEndCapture},
+               {"hipGraphInstantiate", kInstantiate},    {"hipGraphInstantiateWithFlags", kInstantiate},
+               {"hipGraphLaunch", kGraphLaunch},         {"hipGraphLaunch_spt", kGraphLaunch},
+               {"hipLaunchKernel", kLaunch},             {"hipLaunchKernel_spt", kLaunch},
+               {"hipExtLaunchKernel", kLaunch},          {"hipLaunchCooperativeKernel", kLaunch},
+               {"hipLaunchCooperativeKernel_spt", kLaunch}, {"hipModuleLaunchKernel", kModuleLaunch}};
+  for (const auto& e : table)
+    if (std::strcmp(name, e.name) == 0) return e.role;
+  return kNone;
+}
+
+int collect_hip_op(rocprofiler_callback_tracing_kind_t kind, rocprofiler_tracing_operation_t op, void*) {
+  const char* name = nullptr;
+  uint64_t len = 0;
+  if (op < 0 || op >= kMaxHipOps ||
+      api.rocprofiler_query_callback_tracing_kind_operation_name(kind, op, &name, &len) != ROCPROFILER_STATUS_SUCCESS ||
+      name == nullptr)
+    return 0;
+  HipRole role = role_of_name(name);
+  if (role != kNone) {
+    hip_roles[op] = role;
+    hip_ops.push_back(op);
+  }
+  return 0;
+}
+
+void on_hip_api(rocprofiler_callback_tracing_record_t record, rocprofiler_user_data_t*, void*) {
+  if (record.kind != ROCPROFILER_CALLBACK_TRACING_HIP_RUNTIME_API || record.operation < 0 ||
+      record.operation >= kMaxHipOps || record.payload == nullptr)
+    return;
+  const proton_hip_api_args_t& a = static_cast<const rocprofiler_callback_tracing_hip_api_data_t*>(record.payload)->args;
+  bool enter = record.phase == ROCPROFILER_CALLBACK_PHASE_ENTER;
+  Recorder& rec = recorder();
+  switch (hip_roles[record.operation]) {
+    case kLaunch:
+      if (enter) rec.on_capture_launch(reinterpret_cast<uint64_t>(a.hipLaunchKernel.stream));
+      break;
+    case kModuleLaunch:
+      if (enter) rec.on_capture_launch(reinterpret_cast<uint64_t>(a.hipModuleLaunchKernel.stream));
+      break;
+    case kBeginCapture:
+      if (enter) rec.on_capture_begin(reinterpret_cast<uint64_t>(a.hipStreamBeginCapture.stream));
+      break;
+    case kEndCapture:
+      if (!enter)
+        rec.on_capture_end(reinterpret_cast<uint64_t>(a.hipStreamEndCapture.stream),
+                           a.hipStreamEndCapture.pGraph ? reinterpret_cast<uint64_t>(*a.hipStreamEndCapture.pGraph) : 0);
+      break;
+    case kInstantiate:
+      if (!enter && a.hipGraphInstantiate.pGraphExec != nullptr)
+        rec.on_instantiate(reinterpret_cast<uint64_t>(a.hipGraphInstantiate.graph),
+                           reinterpret_cast<uint64_t>(*a.hipGraphInstantiate.pGraphExec));
+      break;
+    case kGraphLaunch:
+      rec.on_graph_launch(reinterpret_cast<uint64_t>(a.hipGraphLaunch.graphExec), enter);
+      break;
+    default:
+      break;
+  }
 }
 
 void on_code_object(rocprofiler_callback_tracing_record_t record, rocprofiler_user_data_t*, void*) {
@@ -98,7 +193,7 @@ void on_buffer(rocprofiler_context_id_t, rocprofiler_buffer_id_t, rocprofiler_re
     auto* r = static_cast<const rocprofiler_buffer_tracing_kernel_dispatch_record_t*>(h->payload);
     uint64_t start = uint64_t(int64_t(r->start_timestamp) - g_clock_offset);
     uint64_t end = uint64_t(int64_t(r->end_timestamp) - g_clock_offset);
-    rec.on_dispatch(r->correlation_id.internal, r->dispatch_info.kernel_id, physical_of(r->dispatch_info.agent_id.handle),
+    rec.on_dispatch(dispatch_key(r->dispatch_info, r->correlation_id.internal), r->dispatch_info.kernel_id, physical_of(r->dispatch_info.agent_id.handle),
                     r->dispatch_info.queue_id.handle, start, end);
   }
 }
@@ -154,6 +249,12 @@ int tool_initialize(rocprofiler_client_finalize_t, void*) {
   TRY(api.rocprofiler_configure_callback_tracing_service(g_context, ROCPROFILER_CALLBACK_TRACING_CODE_OBJECT, symbols, 1,
                                                          on_code_object, nullptr),
       "code object callback tracing");
+  // HIP graphs: optional too (without them graph kernels are filed under the graph launch's path).
+  api.rocprofiler_iterate_callback_tracing_kind_operations(ROCPROFILER_CALLBACK_TRACING_HIP_RUNTIME_API, collect_hip_op,
+                                                           nullptr);
+  if (!hip_ops.empty())
+    api.rocprofiler_configure_callback_tracing_service(g_context, ROCPROFILER_CALLBACK_TRACING_HIP_RUNTIME_API,
+                                                       hip_ops.data(), hip_ops.size(), on_hip_api, nullptr);
   rocprofiler_tracing_operation_t ranges[] = {ROCPROFILER_MARKER_CORE_API_ID_roctxRangePushA,
                                               ROCPROFILER_MARKER_CORE_API_ID_roctxRangePop};
   // roctx is optional: a build of the SDK without marker tracing still profiles kernels.

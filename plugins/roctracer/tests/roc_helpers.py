@@ -34,6 +34,12 @@ class Sim:
         lib.simrocm_script.argtypes = [ctypes.c_uint64, ctypes.c_uint64, ctypes.c_uint64]
         lib.simrocm_range_push.argtypes = [ctypes.c_char_p]
         lib.simrocm_stats.argtypes = [ctypes.POINTER(ctypes.c_uint64)] * 3
+        for name in ("simrocm_capture_begin", "simrocm_capture_end", "simrocm_instantiate"):
+            getattr(lib, name).restype = ctypes.c_uint64
+            getattr(lib, name).argtypes = [ctypes.c_uint64]
+        lib.simrocm_launch.restype = ctypes.c_uint64
+        lib.simrocm_launch.argtypes = [ctypes.c_uint64, ctypes.c_uint64, ctypes.c_int, ctypes.c_int, ctypes.c_uint64]
+        lib.simrocm_graph_launch.argtypes = [ctypes.c_uint64, ctypes.c_uint64, ctypes.c_int, ctypes.c_uint64]
         self._ids: dict[str, int] = {}
         self._next = itertools.count(100)
         self._lock = threading.Lock()
@@ -47,6 +53,11 @@ class Sim:
 
     def dispatch(self, name: str, gpu: int = 0, queue: int = 1, duration_ns: int = 1000, delay_ns: int = 0) -> int:
         return self.lib.simrocm_dispatch(self.kernel_id(name), gpu, queue, delay_ns, duration_ns)
+
+    def launch(self, name: str, stream: int, module: bool = False, gpu: int = 0, duration_ns: int = 1000) -> None:
+        """A kernel launched on ``stream`` through hipLaunchKernel (or hipModuleLaunchKernel): captured when
+        the stream is capturing, else dispatched."""
+        self.lib.simrocm_launch(self.kernel_id(name), stream, int(module), gpu, duration_ns)
 
     def script(self, seed: int = 0, drop_every: int = 0, per_callback: int = 64) -> None:
         self.lib.simrocm_script(seed, drop_every, per_callback)

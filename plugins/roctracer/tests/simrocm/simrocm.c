@@ -52,7 +52,7 @@ static struct {
   rocprofiler_context_id_t ctx;
   rocprofiler_callback_tracing_cb_t cb;
   void* args;
-} code_object_svc, dispatch_svc, marker_svc;
+} code_object_svc, dispatch_svc, marker_svc, hip_svc;
 
 static struct {
   int on;
@@ -217,6 +217,8 @@ API rocprofiler_status_t rocprofiler_configure_callback_tracing_service(rocprofi
     code_object_svc.on = 1, code_object_svc.ctx = context_id, code_object_svc.cb = callback, code_object_svc.args = callback_args;
   } else if (kind == ROCPROFILER_CALLBACK_TRACING_KERNEL_DISPATCH) {
     dispatch_svc.on = 1, dispatch_svc.ctx = context_id, dispatch_svc.cb = callback, dispatch_svc.args = callback_args;
+  } else if (kind == ROCPROFILER_CALLBACK_TRACING_HIP_RUNTIME_API) {
+    hip_svc.on = 1, hip_svc.ctx = context_id, hip_svc.cb = callback, hip_svc.args = callback_args;
   } else if (kind == ROCPROFILER_CALLBACK_TRACING_MARKER_CORE_API) {
     marker_svc.on = 1, marker_svc.ctx = context_id, marker_svc.cb = callback, marker_svc.args = callback_args;
   } else {
@@ -234,6 +236,37 @@ API rocprofiler_status_t rocprofiler_query_available_agents(rocprofiler_agent_ve
   const void* ptrs[MAX_AGENTS];
   for (int i = 0; i < n_agents; ++i) ptrs[i] = &agents[i];
   return callback(version, ptrs, (size_t)n_agents, user_data);
+}
+
+/* HIP runtime API operations, numbered as this simulated HIP release does (a real one numbers them
+ * otherwise: tools look them up by name). */
+static const struct {
+  int op;
+  const char* name;
+} hip_ops[] = {{300, "hipMalloc"},         {301, "hipLaunchKernel"},     {302, "hipModuleLaunchKernel"},
+               {303, "hipStreamBeginCapture"}, {304, "hipStreamEndCapture"}, {305, "hipGraphInstantiate"},
+               {306, "hipGraphLaunch"}};
+enum { OP_LAUNCH = 301, OP_MODULE_LAUNCH = 302, OP_BEGIN = 303, OP_END = 304, OP_INSTANTIATE = 305, OP_GRAPH_LAUNCH = 306 };
+
+API rocprofiler_status_t rocprofiler_iterate_callback_tracing_kind_operations(
+    rocprofiler_callback_tracing_kind_t kind, rocprofiler_callback_tracing_kind_operation_cb_t callback, void* data) {
+  if (kind != ROCPROFILER_CALLBACK_TRACING_HIP_RUNTIME_API) return ROCPROFILER_STATUS_ERROR_KIND_NOT_FOUND;
+  for (size_t i = 0; i < sizeof(hip_ops) / sizeof(hip_ops[0]); ++i)
+    if (callback(kind, hip_ops[i].op, data) != 0) break;
+  return ROCPROFILER_STATUS_SUCCESS;
+}
+
+API rocprofiler_status_t rocprofiler_query_callback_tracing_kind_operation_name(rocprofiler_callback_tracing_kind_t kind,
+                                                                                 rocprofiler_tracing_operation_t op,
+                                                                                 const char** name, uint64_t* len) {
+  if (kind != ROCPROFILER_CALLBACK_TRACING_HIP_RUNTIME_API) return ROCPROFILER_STATUS_ERROR_KIND_NOT_FOUND;
+  for (size_t i = 0; i < sizeof(hip_ops) / sizeof(hip_ops[0]); ++i)
+    if (hip_ops[i].op == op) {
+      *name = hip_ops[i].name;
+      if (len) *len = strlen(hip_ops[i].name);
+      return ROCPROFILER_STATUS_SUCCESS;
+    }
+  return ROCPROFILER_STATUS_ERROR;
 }
 
 struct delivery {
@@ -376,11 +409,21 @@ API void simrocm_script(uint64_t shuffle_seed, uint64_t drop_every_n, uint64_t r
 /* One kernel dispatch from the calling thread on GPU `gpu` (its logical_node_type_id), queue `queue`:
  * it starts `delay_ns` after now and runs `duration_ns`.  Returns its correlation id, 0 if no tool
  * traces dispatches. */
+static uint64_t dispatch_with(uint64_t corr, uint64_t kernel_id, int gpu, uint64_t queue, uint64_t delay_ns,
+                              uint64_t duration_ns);
+
 API uint64_t simrocm_dispatch(uint64_t kernel_id, int gpu, uint64_t queue, uint64_t delay_ns, uint64_t duration_ns) {
   make_agents();
   if (gpu < 0 || gpu >= n_gpus) return 0;
   pthread_mutex_lock(&mu);
   uint64_t corr = next_corr++;
+  pthread_mutex_unlock(&mu);
+  return dispatch_with(corr, kernel_id, gpu, queue, delay_ns, duration_ns);
+}
+
+static uint64_t dispatch_with(uint64_t corr, uint64_t kernel_id, int gpu, uint64_t queue, uint64_t delay_ns,
+                              uint64_t duration_ns) {
+  pthread_mutex_lock(&mu);
   uint64_t dispatch_id = next_dispatch++;
   pthread_mutex_unlock(&mu);
   __atomic_add_fetch(&stat_dispatched, 1, __ATOMIC_RELAXED);
@@ -500,3 +543,127 @@ static rocprofiler_tool_configure_result_t* null_configure(uint32_t v, const cha
   return &null_result;
 }
 API int simrocm_null_tool(void) { return (int)rocprofiler_force_configure(null_configure); }
+
+/* ---- HIP graphs: stream capture, instantiation and graph launches ---- */
+#define MAX_GRAPH_KERNELS 256
+#define MAX_GRAPHS 64
+static struct {
+  uint64_t stream;
+  int capturing;
+  uint64_t kernels[MAX_GRAPH_KERNELS];
+  int n;
+} graphs[MAX_GRAPHS];
+static int n_graphs;
+
+static void hip_call(int op, rocprofiler_callback_tracing_hip_api_data_t* data, int phase, uint64_t corr) {
+  if (!(hip_svc.on && started[hip_svc.ctx.handle])) return;
+  rocprofiler_callback_tracing_record_t r;
+  memset(&r, 0, sizeof(r));
+  r.context_id = hip_svc.ctx;
+  r.thread_id = (uint64_t)syscall(SYS_gettid);
+  r.correlation_id.internal = corr;
+  r.kind = ROCPROFILER_CALLBACK_TRACING_HIP_RUNTIME_API;
+  r.operation = op;
+  r.phase = phase;
+  r.payload = data;
+  rocprofiler_user_data_t user = {0};
+  hip_svc.cb(r, &user, hip_svc.args);
+}
+
+/* hipStreamBeginCapture(stream); returns the graph being built (its handle once ended). */
+API uint64_t simrocm_capture_begin(uint64_t stream) {
+  pthread_mutex_lock(&mu);
+  int g = n_graphs < MAX_GRAPHS ? n_graphs++ : MAX_GRAPHS - 1;
+  graphs[g].stream = stream, graphs[g].capturing = 1, graphs[g].n = 0;
+  pthread_mutex_unlock(&mu);
+  rocprofiler_callback_tracing_hip_api_data_t data;
+  memset(&data, 0, sizeof(data));
+  data.size = sizeof(data);
+  data.args.hipStreamBeginCapture.stream = (void*)stream;
+  hip_call(OP_BEGIN, &data, ROCPROFILER_CALLBACK_PHASE_ENTER, 0);
+  hip_call(OP_BEGIN, &data, ROCPROFILER_CALLBACK_PHASE_EXIT, 0);
+  return 0x6000 + (uint64_t)g;
+}
+
+/* A kernel launched on `stream` from the calling thread: captured (no dispatch) if the stream is
+ * capturing, else dispatched.  `module`: through hipModuleLaunchKernel (Triton) rather than hipLaunchKernel. */
+API uint64_t simrocm_launch(uint64_t kernel_id, uint64_t stream, int module, int gpu, uint64_t duration_ns) {
+  rocprofiler_callback_tracing_hip_api_data_t data;
+  memset(&data, 0, sizeof(data));
+  data.size = sizeof(data);
+  if (module)
+    data.args.hipModuleLaunchKernel.stream = (void*)stream;
+  else
+    data.args.hipLaunchKernel.stream = (void*)stream;
+  int op = module ? OP_MODULE_LAUNCH : OP_LAUNCH;
+  pthread_mutex_lock(&mu);
+  uint64_t corr = next_corr++;
+  int g = -1;
+  for (int i = 0; i < n_graphs; ++i)
+    if (graphs[i].capturing && graphs[i].stream == stream) g = i;
+  pthread_mutex_unlock(&mu);
+  hip_call(op, &data, ROCPROFILER_CALLBACK_PHASE_ENTER, corr);
+  uint64_t out = 0;
+  if (g >= 0) {
+    if (graphs[g].n < MAX_GRAPH_KERNELS) graphs[g].kernels[graphs[g].n++] = kernel_id;
+  } else {
+    out = dispatch_with(corr, kernel_id, gpu, stream, 0, duration_ns);
+  }
+  hip_call(op, &data, ROCPROFILER_CALLBACK_PHASE_EXIT, corr);
+  return out;
+}
+
+/* hipStreamEndCapture(stream, &graph). */
+API uint64_t simrocm_capture_end(uint64_t stream) {
+  int g = -1;
+  pthread_mutex_lock(&mu);
+  for (int i = 0; i < n_graphs; ++i)
+    if (graphs[i].capturing && graphs[i].stream == stream) g = i;
+  if (g >= 0) graphs[g].capturing = 0;
+  pthread_mutex_unlock(&mu);
+  void* graph = g >= 0 ? (void*)(0x6000 + (uint64_t)g) : NULL;
+  rocprofiler_callback_tracing_hip_api_data_t data;
+  memset(&data, 0, sizeof(data));
+  data.size = sizeof(data);
+  data.args.hipStreamEndCapture.stream = (void*)stream;
+  void* out = NULL;
+  data.args.hipStreamEndCapture.pGraph = &out;
+  hip_call(OP_END, &data, ROCPROFILER_CALLBACK_PHASE_ENTER, 0);
+  out = graph;
+  hip_call(OP_END, &data, ROCPROFILER_CALLBACK_PHASE_EXIT, 0);
+  return (uint64_t)graph;
+}
+
+/* hipGraphInstantiate(&exec, graph): the executable's handle. */
+API uint64_t simrocm_instantiate(uint64_t graph) {
+  static uint64_t next_exec = 0x9000;
+  rocprofiler_callback_tracing_hip_api_data_t data;
+  memset(&data, 0, sizeof(data));
+  data.size = sizeof(data);
+  void* exec = NULL;
+  data.args.hipGraphInstantiate.pGraphExec = &exec;
+  data.args.hipGraphInstantiate.graph = (void*)graph;
+  hip_call(OP_INSTANTIATE, &data, ROCPROFILER_CALLBACK_PHASE_ENTER, 0);
+  exec = (void*)((next_exec++ << 8) | (graph & 0xff));
+  hip_call(OP_INSTANTIATE, &data, ROCPROFILER_CALLBACK_PHASE_EXIT, 0);
+  return (uint64_t)exec;
+}
+
+/* hipGraphLaunch(exec, stream): every captured kernel dispatched in capture order, on the calling
+ * thread, all with the launch's correlation id; kernel i runs (i + 1) * duration_ns. */
+API void simrocm_graph_launch(uint64_t exec, uint64_t stream, int gpu, uint64_t duration_ns) {
+  int g = (int)(exec & 0xff);
+  rocprofiler_callback_tracing_hip_api_data_t data;
+  memset(&data, 0, sizeof(data));
+  data.size = sizeof(data);
+  data.args.hipGraphLaunch.graphExec = (void*)exec;
+  data.args.hipGraphLaunch.stream = (void*)stream;
+  pthread_mutex_lock(&mu);
+  uint64_t corr = next_corr++;
+  pthread_mutex_unlock(&mu);
+  hip_call(OP_GRAPH_LAUNCH, &data, ROCPROFILER_CALLBACK_PHASE_ENTER, corr);
+  if (g >= 0 && g < n_graphs)
+    for (int i = 0; i < graphs[g].n; ++i)
+      dispatch_with(corr, graphs[g].kernels[i], gpu, stream, 0, (uint64_t)(i + 1) * duration_ns);
+  hip_call(OP_GRAPH_LAUNCH, &data, ROCPROFILER_CALLBACK_PHASE_EXIT, corr);
+}
