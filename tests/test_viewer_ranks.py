@@ -230,3 +230,14 @@ def test_numbers_read_fast_equal_the_full_readers(tmp_path, capsys, monkeypatch)
     slow = run_view(capsys, "-m", "time/us,count,cpu_time/ns", tmp_path)
     assert slow == fast
     assert run_view(capsys, "--sort", "imbalance", tmp_path)[1].splitlines()[2].split()[5] == "1"
+
+
+def test_a_directory_gives_its_rank_profiles_only(tmp_path, capsys):
+    for path in DATA.glob("run.rank*.hatchet"):
+        shutil.copy(path, tmp_path / path.name)
+    (tmp_path / "run.rank0.chrome_trace").write_text("{}")  # another sink's file of the same rank
+    (tmp_path / ".run.rank1.hatchet.123.tmp").write_text("")  # a writer's temporary file
+    (tmp_path / "notes.txt").write_text("")
+    code, out, err = run_view(capsys, tmp_path)
+    assert code == 0, err
+    assert rows(out)["gemm"][0] == 1600

@@ -22,6 +22,8 @@ from .errors import ViewerError
 
 #: ``name.rank3.hatchet``, ``name.rank3.part_7.hatchet``, ``name.rank3.part_7.hatchet.gz``...
 RANK_NAME = re.compile(r"\.rank(\d+)(?:\.part_(\d+))?(?:\.[^./]+)*$")
+#: Profiles of a directory or prefix, in order of preference (the sinks' extensions the viewer reads).
+VIEWABLE = ("hatchet", "hatchet_msgpack")
 #: Bytes read to find a file's metadata: the root's frame, metrics and metadata come before its children.
 HEAD_BYTES = 1 << 16
 METADATA_AT = re.compile(r'"' + METADATA_KEY + r'"\s*:\s*')
@@ -66,20 +68,31 @@ def rank_of_name(path: str) -> tuple[int, int | None] | None:
     return int(m[1]), (int(m[2]) if m[2] is not None else None)
 
 
+def _profiles(paths: list[str]) -> list[str]:
+    """Of a directory's or a prefix's rank files, the profiles the viewer reads: ``.hatchet`` ones, else
+    ``.hatchet_msgpack`` ones (a run written by both sinks is not counted twice); traces, pprof files and
+    temporary files are left out."""
+    for ext in VIEWABLE:
+        found = sorted(p for p in paths if p.endswith("." + ext) and os.path.isfile(p) and rank_of_name(p)
+                       and not os.path.basename(p).startswith("."))
+        if found:
+            return found
+    return []
+
+
 def expand(patterns: list[str]) -> list[str] | None:
     """Rank files a command line names: a directory (its rank files), a run prefix (``run`` for
     ``run.rank*``), or files; None where these are not rank files (the caller's usual path)."""
     found: list[str] = []
     for pattern in patterns:
         if os.path.isdir(pattern):
-            inside = sorted(p for p in glob.glob(os.path.join(glob.escape(pattern), "*.rank*"))
-                            if os.path.isfile(p) and rank_of_name(p))
+            inside = _profiles(glob.glob(os.path.join(glob.escape(pattern), "*.rank*")))
             if not inside:
                 raise ViewerError(f"{pattern} is a directory without rank files (name.rank<k>.hatchet); "
                                   "name the files instead")
             found += inside
         elif not os.path.exists(pattern) and not glob.has_magic(pattern):
-            prefixed = sorted(p for p in glob.glob(glob.escape(pattern) + ".rank*") if rank_of_name(p))
+            prefixed = _profiles(glob.glob(glob.escape(pattern) + ".rank*"))
             if not prefixed:
                 return None  # a missing file: the usual path says so
             found += prefixed
