@@ -241,3 +241,15 @@ def test_a_directory_gives_its_rank_profiles_only(tmp_path, capsys):
     code, out, err = run_view(capsys, tmp_path)
     assert code == 0, err
     assert rows(out)["gemm"][0] == 1600
+
+
+def test_phase_of_rank_parts(tmp_path, fake, capsys):
+    write_rank(tmp_path, fake, 0, 2, {"fwd": [("gemm", 100)]}, part=0, final=False)
+    write_rank(tmp_path, fake, 0, 2, {"fwd": [("gemm", 10)]}, part=1, final=True)
+    write_rank(tmp_path, fake, 1, 2, {"fwd": [("gemm", 300)]}, part=0, final=False)
+    code, out, err = run_view(capsys, "--phase", "0", tmp_path)
+    assert code == 0, err
+    assert rows(out)["gemm"][:4] == [400, 100, 200, 300]
+    assert err.count("stopped early") == 1 and "rank 1 stopped early: last part 0" in err
+    code, out, err = run_view(capsys, "--rank", "1", "--sort", "imbalance", tmp_path)
+    assert code == 2 and "leave out --rank" in err

@@ -45,6 +45,7 @@ class Rank:
 
     rank: int
     files: list[RankFile] = field(default_factory=list)
+    phase_only: bool = False  # one phase's part of each rank (--phase): never said to have stopped early
 
     @property
     def parts(self) -> list[RankFile]:
@@ -57,7 +58,7 @@ class Rank:
 
     def stopped_early(self) -> bool:
         """Parts, none of them final, and no whole file: the process was killed before it finished."""
-        return bool(self.parts) and not any(f.part is None or f.final for f in self.files)
+        return not self.phase_only and bool(self.parts) and not any(f.part is None or f.final for f in self.files)
 
 
 def rank_of_name(path: str) -> tuple[int, int | None] | None:

@@ -40,19 +40,28 @@ class RankView(View):
     def _read(self, args):
         if args.diff_profile:
             raise ViewerError("-diff compares two profiles; for ranks, see --sort imbalance or --rank K")
+        if args.rank is not None and args.sort:
+            raise ViewerError("--sort imbalance compares ranks; leave out --rank")
         paths = self.rank_paths
+        early = []  # of one phase, ranks that stopped early are told from all their parts
         if args.phase is not None:
+            early = [rankfiles.stopped_early_line(r) for r in rankfiles.gather(paths, force=True).ranks.values()
+                     if r.stopped_early()]
             paths = [p for p in paths if rankfiles.rank_of_name(p)[1] == args.phase]
             if not paths:
                 raise ViewerError(f"--phase {args.phase}: none of the files is a part_{args.phase} file "
                                   f"(name.rank<k>.part_{args.phase}.hatchet)")
         run = rankfiles.gather(paths, force=args.force)
+        if args.phase is not None:
+            for rank in run.ranks.values():
+                rank.phase_only = True
+            self.warnings.extend(early)
         if args.rank is not None:
             rank = run.ranks.get(args.rank)
             if rank is None:
                 raise ViewerError(f"--rank {args.rank}: no file of rank {args.rank} among these "
                                   f"(ranks {', '.join(map(str, run.ranks))})")
-            if rank.stopped_early():
+            if rank.stopped_early() and args.phase is None:
                 self.warnings.append(rankfiles.stopped_early_line(rank))
             return rank.paths, read_merged(rank.paths, self.warnings)
         self.merged = Merged(run, args.metrics, read_merged, self.warnings)
