@@ -56,11 +56,11 @@ while os.path.exists("linger") and not os.path.exists("gone"):  # alive after fi
 class Job:
     """One job process: its pid, the listener thread's id, its socket, and the label handshake."""
 
-    def __init__(self, work, name, env, mode=None):
+    def __init__(self, work, name, env, mode=None, program=JOB):
         self.work = work
         work.mkdir(parents=True, exist_ok=True)
         script = work / "job.py"
-        script.write_text(JOB)
+        script.write_text(program)
         args = [sys.executable, str(script), str(work), name] + ([mode] if mode else [])
         self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
         line = self.proc.stdout.readline().split()
@@ -114,6 +114,12 @@ class Job:
 
 
 @pytest.fixture
+def job_program():
+    """The job's script (:data:`JOB`), for tests that run a variant of it."""
+    return JOB
+
+
+@pytest.fixture
 def ctl_dir(monkeypatch):
     """A short, private base directory for control sockets (socket paths are limited to 107 bytes)."""
     base = tempfile.mkdtemp(prefix="c")
@@ -124,10 +130,11 @@ def ctl_dir(monkeypatch):
 
 @pytest.fixture
 def start_job(tmp_path, ctl_dir):
-    """``start_job(name, run=..., on_demand=True, mode=None)`` -> a running :class:`Job`; all killed after."""
+    """``start_job(name, run=..., on_demand=True, mode=None, env=None, program=JOB)`` -> a running :class:`Job`
+    (``program``: another job script with JOB's handshake); all killed after."""
     jobs = []
 
-    def start(name="job", run="r1", on_demand=True, mode=None, env=None):
+    def start(name="job", run="r1", on_demand=True, mode=None, env=None, program=JOB):
         environment = {k: v for k, v in os.environ.items()
                        if k not in ("PROTON_RUN_ID", "TORCHELASTIC_RUN_ID", "SLURM_JOB_ID", "PROTON_ON_DEMAND")}
         environment.update({"PROTON_CTL_DIR": ctl_dir, "PYTHONUNBUFFERED": "1"})
@@ -136,7 +143,7 @@ def start_job(tmp_path, ctl_dir):
         if on_demand:
             environment["PROTON_ON_DEMAND"] = "1"
         environment.update(env or {})
-        job = Job(tmp_path / f"{name}-{len(jobs)}", name, environment, mode)
+        job = Job(tmp_path / f"{name}-{len(jobs)}", name, environment, mode, program)
         jobs.append(job)
         return job
 
