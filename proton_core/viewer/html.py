@@ -94,7 +94,7 @@ def page_data(view, frames: Frames) -> dict:
 def rank_data(view, frames: Frames) -> dict | None:
     """Of a distributed run's merged view: each rank's value of the compared metric per frame, for the page's
     per-rank bars (``static/ranks.js``); None otherwise."""
-    if not getattr(view, "rank_matrix", None):
+    if not getattr(view, "rank_columns", None):
         return None
     return {"metric": view.headers[0], "ranks": list(view.merged.ranks),
             "values": [_numbers(col) for col in view.rank_values(frames.order)]}

@@ -5,12 +5,18 @@ torch's straggler reports read it).
 
 A rank without a node counts 0 there (it spent nothing in it), so a scope only one rank enters is
 maximally imbalanced; a node no rank has a value for has no figures (NaN).
+
+64 ranks of 100 000 nodes are 6.4 million values: everything here is C-level passes (``map``,
+``zip``, ``itemgetter``, ``accumulate``), never a Python step per value.  Subtree sums come from a
+prefix sum over the pre-order, where a subtree is one run of positions (exact for integer values
+below 2**53, as times in ns and counts are).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from operator import add
+from itertools import accumulate
+from operator import itemgetter, sub
 
 NAN = float("nan")
 
@@ -26,41 +32,66 @@ class Stats:
     imbalance: list
 
 
-def by_node(per_rank: list) -> list:
-    """``per_rank[r][i]`` turned into ``[i][r]`` (one C-level pass), a rank's NaN read as 0."""
-    nodes = list(zip(*per_rank))
-    return [t if (s := sum(t)) == s else tuple(v if v == v else 0.0 for v in t) for t in nodes]  # NaN sums to NaN
+def _getter(positions):
+    if len(positions) == 1:
+        (p,) = positions
+        return lambda values: (values[p],)
+    return itemgetter(*positions)
 
 
-def subtree_sums(values: list, order, parent) -> list:
-    """Per node, the rank vectors of its subtree (of the nodes in ``order``) added up, rank by rank."""
-    sums = list(values)
-    for i in reversed(order):  # every child before its parent
-        p = parent[i]
-        if p >= 0:
-            sums[p] = tuple(map(add, sums[p], sums[i]))
-    return sums
+class Spans:
+    """The nodes of ``order`` (a pre-order) and where each one's subtree ends in it."""
+
+    def __init__(self, order: list[int], parent, size: int) -> None:
+        self.order = order
+        self.take = _getter(order) if order else (lambda values: ())
+        where = [-1] * size
+        for k, i in enumerate(order):
+            where[i] = k
+        sizes = [1] * len(order)
+        for k in range(len(order) - 1, 0, -1):
+            p = parent[order[k]]
+            if p >= 0 and where[p] >= 0:
+                sizes[where[p]] += sizes[k]
+        self.ends = _getter([k + s for k, s in enumerate(sizes)]) if order else (lambda values: ())
+
+    def own(self, column) -> tuple:
+        """A node-indexed column at the positions of ``order``."""
+        return self.take(column)
+
+    def subtree_sums(self, column) -> list:
+        """Per position, ``column`` summed over the subtree."""
+        prefix = [0.0, *accumulate(self.own(column))]
+        return list(map(sub, self.ends(prefix), prefix[:-1]))
 
 
-def over_ranks(values: list, ranks: list[int], nodes, size: int, scale: float = 1.0, shown=None) -> Stats:
-    """``values[i]``: the ranks' values at node ``i`` (in ``ranks`` order), times ``scale``; figures for
-    ``nodes`` where ``shown[i]`` is a number (no rank has a value where it is NaN), NaN elsewhere."""
+def over_ranks(columns: list, ranks: list[int], spans: Spans, size: int, scale: float = 1.0,
+               shown=None) -> Stats:
+    """``columns[r][k]``: rank ``ranks[r]``'s value at position ``k`` of ``spans.order`` (0: none), times
+    ``scale``; the figures per node, NaN where ``shown`` (node-indexed) is NaN: no rank has a value there."""
     low, median, high, imb = ([NAN] * size for _ in range(4))
     slowest: list = [None] * size
-    count = len(ranks)
-    if not count:
+    count = len(columns)
+    if not count or not spans.order:
         return Stats(low, median, high, slowest, imb)
+    rows = list(zip(*columns))
+    ordered = list(map(sorted, rows))
+    lo = list(map(itemgetter(0), ordered))
+    hi = list(map(itemgetter(-1), ordered))
     mid = count // 2
-    even = count % 2 == 0
-    for i in nodes:
+    if count % 2:
+        med = list(map(itemgetter(mid), ordered))
+    else:
+        med = [(a + b) / 2 for a, b in zip(map(itemgetter(mid - 1), ordered), map(itemgetter(mid), ordered))]
+    del ordered
+    top = list(map(tuple.index, rows, hi))
+    totals = list(map(sum, rows))
+    del rows
+    for k, i in enumerate(spans.order):
         if shown is not None and shown[i] != shown[i]:
             continue
-        row = values[i]
-        top = max(row)
-        ordered = sorted(row)
-        low[i] = ordered[0] * scale
-        high[i] = top * scale
-        median[i] = (ordered[mid - 1] + ordered[mid]) / 2 * scale if even else ordered[mid] * scale
-        slowest[i] = ranks[row.index(top)]
-        imb[i] = (top - sum(row) / count) / top if top > 0 else 0.0
+        h = hi[k]
+        low[i], median[i], high[i] = lo[k] * scale, med[k] * scale, h * scale
+        slowest[i] = ranks[top[k]]
+        imb[i] = (h - totals[k] / count) / h if h > 0 else 0.0
     return Stats(low, median, high, slowest, imb)

@@ -211,6 +211,6 @@ def _mapped(src, mapping: array, size: int) -> array:
     out = array("d", [0.0]) * size
     if src is not None:
         for j, v in zip(mapping, src):
-            if j >= 0:
+            if j >= 0 and v == v:
                 out[j] = v
     return out

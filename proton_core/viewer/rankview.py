@@ -15,7 +15,7 @@ from array import array
 from ..model.table import Table
 from . import View, derive, rankfiles, read_merged, render
 from .errors import ViewerError
-from .imbalance import by_node, over_ranks, subtree_sums
+from .imbalance import Spans, over_ranks
 from .rankmerge import Merged
 
 STAT_HEADERS = ("rank min", "rank median", "rank max", "imbalance")
@@ -29,7 +29,8 @@ class RankView(View):
         self.rank_paths = paths
         self.merged: Merged | None = None
         self.stats = None
-        self.rank_matrix: list = []  # per node, the ranks' values of the first column (times scale)
+        self.rank_columns: list = []  # per rank, its values of the first column (times scale) along spans.order
+        self.spans = None
         self.scale = 1.0
         super().__init__(args, warnings)
         if self.merged is None or self.listing is not None:
@@ -87,27 +88,26 @@ class RankView(View):
                                  f"which {'is not the first column' if merged.keys else 'the first rank lacks'}")
             return
         table, order, parent = self.table, self.calc.order, self.calc.parent
+        spans = Spans(order, parent, table.size)
         linear = self._linear(merged)
-        if linear is not None:  # the common case: one raw key, in some unit: summed for all ranks at once
+        if linear is not None:  # the common case: one raw key, in some unit: C-level passes per rank
             key, self.scale = linear
-            values = by_node([merged.per_rank.pop(rank)[key] for rank in merged.ranks])
-            if table.is_inclusive(key):
-                values = subtree_sums(values, order, parent)
+            sums = spans.subtree_sums if table.is_inclusive(key) else spans.own
+            columns = [sums(merged.per_rank.pop(rank)[key]) for rank in merged.ranks]
         else:
-            per_rank = []
+            columns = []
             for rank in merged.ranks:
                 own = Table(table.path)
                 own.names, own.kids, own.root, own.kinds = table.names, table.kids, table.root, table.kinds
                 own.labels, own.inner = table.labels, table.inner
                 own.cols = merged.per_rank.pop(rank)
                 try:
-                    per_rank.append(array("d", derive.Columns(own, order, parent).compute(merged.metric)))
+                    values = derive.Columns(own, order, parent).compute(merged.metric)
                 except ViewerError:  # this rank has none of it: nothing spent there
-                    per_rank.append(array("d", [0.0]) * table.size)
-            values = by_node(per_rank)
-            del per_rank
-        self.rank_matrix = values
-        self.stats = over_ranks(values, merged.ranks, order, table.size, self.scale, shown=self.columns[0])
+                    values = [0.0] * table.size
+                columns.append([v if v == v else 0.0 for v in spans.own(values)])
+        self.spans, self.rank_columns = spans, columns
+        self.stats = over_ranks(columns, merged.ranks, spans, table.size, self.scale, shown=self.columns[0])
         self.headers = self.headers + list(STAT_HEADERS)
         self.columns = self.columns + [self.stats.low, self.stats.median, self.stats.high, self.stats.imbalance]
 
@@ -133,8 +133,9 @@ class RankView(View):
 
     def rank_values(self, nodes) -> list[list]:
         """Per rank, its values of the first column at ``nodes`` (for the page's per-rank bars)."""
-        scale, matrix = self.scale, self.rank_matrix
-        return [[matrix[i][r] * scale for i in nodes] for r in range(len(self.merged.ranks))]
+        where = {i: k for k, i in enumerate(self.spans.order)}
+        scale = self.scale
+        return [[col[where[i]] * scale if i in where else None for i in nodes] for col in self.rank_columns]
 
     def lines(self):
         if self.listing is not None or self.stats is None:
