@@ -130,3 +130,33 @@ def test_hip_visible_devices_name_the_device(tmp_path):
     root, devices = json.load(open(tmp_path / "p.hatchet"))
     assert {c["metrics"]["device_id"] for c in root["children"] if "device_id" in c["metrics"]} == {"0"}
     assert set(devices["HIP"]) == {"0"}
+
+
+def test_hip_graph_kernels_under_their_capture_path(tmp_path):
+    torch_rocm_or_skip()
+    out = run("""
+        import proton_core as proton, torch
+        proton.start("p", backend="rocprofiler")
+        a = torch.zeros(1024, device="cuda")
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):
+            a.add_(1.0)                                  # warm-up outside the capture
+        torch.cuda.current_stream().wait_stream(s)
+        g = torch.cuda.CUDAGraph()
+        with proton.scope("capture"):
+            with torch.cuda.graph(g):
+                a.add_(1.0)
+        with proton.scope("replay"):
+            for _ in range(3):
+                g.replay()
+        torch.cuda.synchronize()
+        proton.finalize()
+    """, tmp_path)
+    assert out.returncode == 0, out.stderr
+    root, _ = json.load(open(tmp_path / "p.hatchet"))
+    replay = [c for c in root["children"] if c["frame"]["name"] == "replay"][0]
+    at = [c for c in replay["children"] if c["frame"]["name"] == "<captured_at>"]
+    assert at, [c["frame"]["name"] for c in replay["children"]]
+    capture = [c for c in at[0]["children"] if c["frame"]["name"] == "capture"][0]
+    assert sum(c["metrics"].get("count", 0) for c in capture["children"] if "device_id" in c["metrics"]) == 3
