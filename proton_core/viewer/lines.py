@@ -25,7 +25,7 @@ from .derive import find_raw
 from .errors import MissingMetric, ViewerError
 
 #: Names of places inside a kernel that are lines: a source line, or a SASS offset without line info.
-LINE = re.compile(r"^(?P<file>.+):(?P<line>\d+)$")
+LINE = re.compile(r"^(?P<file>.+):(?P<line>\d+)(?:@[^@]*)?$")  # "@<function>": the CUPTI backend's spelling
 SASS = re.compile(r"^sass\+0x[0-9a-fA-F]+$")
 #: The row of what was filed on the kernel's node itself (an empty sub_path).
 KERNEL_ROW = "(kernel)"

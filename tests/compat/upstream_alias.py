@@ -163,6 +163,9 @@ def install() -> None:
         sys.modules["triton.profiler" + suffix] = module
     profiler = sys.modules["triton.profiler"]
     triton.profiler = profiler
+    for suffix in LENIENT:  # `import triton.profiler.viewer as v` binds the package's attribute, not sys.modules'
+        if "triton.profiler" + suffix in sys.modules:
+            setattr(profiler, suffix[1:], sys.modules["triton.profiler" + suffix])
     hook_names = dict(HookManager=_internal("HookManager"), LaunchHook=_internal("LaunchHook"),
                       InstrumentationHook=_internal("InstrumentationHook"),
                       COMPUTE_METADATA_SCOPE_NAME=METADATA_SCOPE)

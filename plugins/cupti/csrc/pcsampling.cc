@@ -64,7 +64,8 @@ bool stall_not_issued(const std::string& cupti_name) {
   return cupti_name.size() >= n && cupti_name.compare(cupti_name.size() - n, n, kNotIssued) == 0;
 }
 
-std::string source_line_name(uint32_t line, const char* file, const char* dir) {
+// "<dir>/<file>:<line>@<function>", upstream's spelling (and our Python frames'); without a function, no "@".
+std::string source_line_name(uint32_t line, const char* file, const char* dir, const char* function) {
   if (line == 0 || file == nullptr || file[0] == '\0') return "";
   std::string path = file;
   if (dir != nullptr && dir[0] != '\0' && file[0] != '/') {
@@ -72,7 +73,9 @@ std::string source_line_name(uint32_t line, const char* file, const char* dir) {
     if (path.back() != '/') path += '/';
     path += file;
   }
-  return path + ":" + std::to_string(line);
+  path += ":" + std::to_string(line);
+  if (function != nullptr && function[0] != '\0') path += std::string("@") + function;
+  return path;
 }
 
 std::string sass_name(uint64_t pc_offset) {
@@ -164,7 +167,7 @@ std::string LineMapper::resolve(uint64_t crc, uint32_t fn, const std::string& fu
   p.functionName = function.c_str();
   p.pcOffset = pc;
   std::string name;
-  if (correlate(&p) == CUPTI_SUCCESS) name = source_line_name(p.lineNumber, p.fileName, p.dirName);
+  if (correlate(&p) == CUPTI_SUCCESS) name = source_line_name(p.lineNumber, p.fileName, p.dirName, function.c_str());
   std::free(p.fileName);  // CUPTI allocates both with malloc; the caller frees them
   std::free(p.dirName);
   if (name.empty()) name = sass_name(pc);

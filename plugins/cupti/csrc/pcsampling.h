@@ -48,7 +48,7 @@ std::string stall_metric_name(const std::string& cupti_name);
 bool stall_not_issued(const std::string& cupti_name);
 // "<dir>/<file>:<line>" (dir left out when empty or file is absolute); "" when
 // line is 0 or file is empty (no line information).
-std::string source_line_name(uint32_t line, const char* file, const char* dir);
+std::string source_line_name(uint32_t line, const char* file, const char* dir, const char* function);
 // "sass+0x<hex offset>": a PC without line information, by its function offset.
 std::string sass_name(uint64_t pc_offset);
 // Whether an ELF cubin has a line table (.debug_line or .nv_debug_line_sass).

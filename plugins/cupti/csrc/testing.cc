@@ -174,10 +174,10 @@ void bind_testing(py::module_& m) {
   m.def("_test_pcs_not_issued", &pcs::stall_not_issued, py::arg("cupti_name"));
   m.def(
       "_test_pcs_line_name",
-      [](uint32_t line, const std::string& file, const std::string& dir) {
-        return pcs::source_line_name(line, file.c_str(), dir.c_str());
+      [](uint32_t line, const std::string& file, const std::string& dir, const std::string& function) {
+        return pcs::source_line_name(line, file.c_str(), dir.c_str(), function.c_str());
       },
-      py::arg("line"), py::arg("file"), py::arg("dir"));
+      py::arg("line"), py::arg("file"), py::arg("dir"), py::arg("function") = "");
   m.def("_test_pcs_sass_name", &pcs::sass_name, py::arg("pc_offset"));
   m.def(
       "_test_pcs_has_line_info",

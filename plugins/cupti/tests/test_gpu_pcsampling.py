@@ -76,7 +76,8 @@ def test_hot_loop_line_gets_most_samples(tmp_path, torch, collection, compiled):
     lines = sampled_lines(kernel)
     file_name, line = hot_line()
     total = sum(int(m["samples"]) for m in lines.values())
-    hot = sum(int(m["samples"]) for name, m in lines.items() if name.endswith(f"{os.sep}{file_name}:{line}"))
+    here = f"{os.sep}{file_name}:{line}@pcs_hot_loop"  # upstream's spelling: <path>:<line>@<function>
+    hot = sum(int(m["samples"]) for name, m in lines.items() if name.endswith(here))
     top = sorted(((int(m["samples"]), name) for name, m in lines.items()), reverse=True)[:5]
     print(f"\n{collection}, compiled {compiled}: {total} samples, {hot} on line {line} ({hot / max(total, 1):.0%}); "
           f"top lines {top}; kernel {kernel['metrics']}")

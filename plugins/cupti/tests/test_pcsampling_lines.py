@@ -106,13 +106,14 @@ NO_LINES_CUBIN = (
 )
 
 #: (function, PC offset) -> line, as the cubin's line table says (checked with CUPTI once).
+#: (function, PC offset) -> its line node, as upstream spells it: "<path>:<line>@<function>"
 EXPECTED = {
-    ("hot_loop", 0x0): "/home/u/kern.py:10",
-    ("hot_loop", 0x60): "/home/u/kern.py:42",
-    ("hot_loop", 0x180): "/home/u/kern.py:50",
-    ("gather", 0x0): "/src/gather.cu:7",
-    ("gather", 0x20): "/src/gather.cu:8",
-    ("gather", 0x70): "/src/gather.cu:9",
+    ("hot_loop", 0x0): "/home/u/kern.py:10@hot_loop",
+    ("hot_loop", 0x60): "/home/u/kern.py:42@hot_loop",
+    ("hot_loop", 0x180): "/home/u/kern.py:50@hot_loop",
+    ("gather", 0x0): "/src/gather.cu:7@gather",
+    ("gather", 0x20): "/src/gather.cu:8@gather",
+    ("gather", 0x70): "/src/gather.cu:9@gather",
 }
 STALLED = "smsp__pcsamp_warps_issue_stalled_"
 REASONS = [(1, STALLED + "long_scoreboard"), (2, STALLED + "selected")]
@@ -191,11 +192,11 @@ def test_samples_land_on_source_lines(correlation):
     nodes, records, _, _, _, metrics = rec._test_flush(True)
     got = {(kernel, sub_path[0]): dict(values)["samples"] for _, _, kernel, _, sub_path, values in metrics}
     assert got == {
-        ("hot_loop", "/home/u/kern.py:10"): 2,
-        ("hot_loop", "/home/u/kern.py:42"): 35,  # two PCs of the loop's line, summed
-        ("hot_loop", "/home/u/kern.py:50"): 3,
-        ("gather", "/src/gather.cu:8"): 7,
-        ("gather", "/src/gather.cu:9"): 1,
+        ("hot_loop", "/home/u/kern.py:10@hot_loop"): 2,
+        ("hot_loop", "/home/u/kern.py:42@hot_loop"): 35,  # two PCs of the loop's line, summed
+        ("hot_loop", "/home/u/kern.py:50@hot_loop"): 3,
+        ("gather", "/src/gather.cu:8@gather"): 7,
+        ("gather", "/src/gather.cu:9@gather"): 1,
         ("gather", "sass+0x20"): 4,
         ("gather", "sass+0x30"): 6,
     }

@@ -89,6 +89,8 @@ def test_line_names(rec):
     assert rec._test_pcs_line_name(3, "/abs/k.py", "/home/u") == "/abs/k.py:3"  # CUPTI gave an absolute file
     assert rec._test_pcs_line_name(3, "k.py", "") == "k.py:3"
     assert rec._test_pcs_line_name(0, "k.py", "/d") == ""  # no line: the caller names the PC by offset
+    # with the function at that PC: upstream's spelling, which upstream's test_pcsampling looks for
+    assert rec._test_pcs_line_name(42, "kern.py", "/home/u", "matmul_kernel") == "/home/u/kern.py:42@matmul_kernel"
     assert rec._test_pcs_line_name(5, "", "/d") == ""
     assert rec._test_pcs_sass_name(0x1A0) == "sass+0x1a0"
     assert rec._test_pcs_sass_name(0) == "sass+0x0"
