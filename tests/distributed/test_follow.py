@@ -176,3 +176,32 @@ def test_ctl_dispatch(tmp_path):
     if importlib.util.find_spec("proton_core.control.cli") is None:
         assert result.returncode == 2
         assert result.stderr.strip() == "proton: ctl needs proton_core.control, which this installation lacks"
+
+
+def test_existing_sitecustomize_still_runs(tmp_path):
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text("import os\nos.environ['SITE_RAN'] = 'yes'\n")
+    write(tmp_path, "prog.py", """
+        import os
+        import proton_core as proton
+        with proton.scope(os.environ.get("SITE_RAN", "no"), metrics={"items": 1}):
+            pass
+    """)
+    result = cli(tmp_path, "-n", "out", sys.executable, "prog.py", PYTHONPATH=str(site))
+    assert result.returncode == 0, result.stderr
+    (path,) = tmp_path.glob("out.pid*.hatchet")
+    assert names(path) == {"yes"}  # the hidden sitecustomize ran, then the process profiled itself
+
+
+def test_launchers_recognised():
+    from proton_core.follow import launchers
+
+    py = sys.executable
+    assert launchers.is_launcher([py, "/usr/bin/torchrun", "--nproc-per-node", "2", "t.py"])
+    assert launchers.is_launcher([py, "-u", "-m", "torch.distributed.run", "t.py"])
+    assert launchers.is_launcher([py, "-X", "dev", "-m", "proton_core", "t.py"])
+    assert launchers.is_launcher([py, "-c", "from multiprocessing.resource_tracker import main;main(5)"])
+    assert not launchers.is_launcher([py, "-c", "from multiprocessing.spawn import spawn_main; spawn_main()"])
+    assert not launchers.is_launcher([py, "train.py"])
+    assert not launchers.is_launcher([py, "-m", "my_package.train"])

@@ -41,12 +41,17 @@ def _follow() -> None:
     child.start_from_environment()
 
 
-sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE]  # the program's path, unchanged
-try:
-    _chain()
-finally:
+def _start_up() -> None:
+    sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE]  # the program's path, unchanged
     try:
-        _follow()
-    except Exception as exc:  # never the program's problem
-        print(f"proton: could not profile this process ({type(exc).__name__}: {exc}); it runs unprofiled",
-              file=sys.stderr)
+        _chain()
+    finally:
+        try:
+            _follow()
+        except Exception as exc:  # never the program's problem
+            print(f"proton: could not profile this process ({type(exc).__name__}: {exc}); it runs unprofiled",
+                  file=sys.stderr)
+
+
+if __name__ == "sitecustomize":  # at interpreter start-up only, not when imported as proton_core.follow...
+    _start_up()
