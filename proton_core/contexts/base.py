@@ -30,6 +30,11 @@ class BaseContext(ContextSource):
         raise NotImplementedError
 
 
+#: The scope a Triton hook opens around launch_metadata (proton_core.state.COMPUTE_METADATA_SCOPE_NAME): an
+#: annotation like a state, so the python context files what launch_metadata launches under it too.
+METADATA_SCOPE = "__proton_launch_metadata"
+
+
 def annotations_only(context_id: int) -> list[tuple[str, str]]:
-    """The state and op elements of a context (what the python context keeps)."""
-    return [e for e in TREE.path(context_id) if e[0] in (STATE, OP)]
+    """The state and op elements of a context, and the launch-metadata scope (what the python context keeps)."""
+    return [e for e in TREE.path(context_id) if e[0] in (STATE, OP) or e[1] == METADATA_SCOPE]

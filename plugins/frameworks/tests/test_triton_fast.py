@@ -123,6 +123,28 @@ def test_kernels_launch_metadata_runs_itself_are_filed_under_its_scope(tmp_path,
     assert node(test0, "foo_test")["metrics"]["count"] == 3
 
 
+def test_the_python_context_keeps_launch_metadatas_scope_too(tmp_path, fake, impl):
+    """upstream's test_hook_launch_context[python]: scopes are not in python paths, this one is (as a state)."""
+    h = Hooks(impl)
+    proton.start(str(tmp_path / "p"), backend="fake", context="python")
+
+    def reducing(grid, metadata, args):
+        fake.launch("reduce_kernel", 7)
+        return {"name": "foo_test"}
+
+    with proton.scope("test0"):
+        h.launch(fake, "foo", reducing)
+    proton.finalize()
+    parents = {}
+    stack = [load(tmp_path / "p.hatchet")[0]]
+    while stack:
+        n = stack.pop()
+        for c in n["children"]:
+            parents[c["frame"]["name"]] = n["frame"]["name"]
+            stack.append(c)
+    assert parents["reduce_kernel"] == "__proton_launch_metadata" and "test0" not in parents
+
+
 def test_repeated_launches_rename_and_count_exactly(tmp_path, fake, impl):
     h = Hooks(impl)
     proton.start(str(tmp_path / "p"), backend="fake")
