@@ -28,12 +28,13 @@ CONFLICT_MESSAGE = ("cupti backend cannot start: another CUPTI client already ho
 REATTACH_ENV = "PROTON_CUPTI_REATTACH_RECORDS"
 REATTACH_DEFAULT = 500_000
 
-#: Said once per session when a CUDA graph captured before profiling began is replayed: its kernels have
+#: Said once per session when a CUDA graph captured while no session recorded is replayed: its kernels have
 #: times, under the scope of each replay, but no ``<captured_at>`` path.  Its first words are upstream's, so
 #: scripts that look for them (upstream's test_cudagraph_not_captured_by_profiler) find them.
-UNCAPTURED_GRAPH = ("Cannot find graph for graphExecId: a CUDA graph captured before profiling began was replayed; "
-                    "its kernels are filed under the scope of each replay, without where they were captured; "
-                    "to see that, start profiling before the graph is created")
+UNCAPTURED_GRAPH = ("Cannot find graph for graphExecId: a CUDA graph captured while no session recorded (before "
+                    "profiling began, or while deactivated) was replayed; its kernels are filed under the scope of "
+                    "each replay, without where they were captured; to see that, start profiling before the graph "
+                    "is created")
 
 
 def reattach_records() -> int:
