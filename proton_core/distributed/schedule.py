@@ -112,6 +112,14 @@ def arm_from_environment(session_id: int) -> Stepper | None:
     return arm(session_id, parse(text)) if text else None
 
 
+def armed(session_id: int | None) -> bool:
+    """Whether ``session_id`` follows a schedule (armed already, or ``PROTON_SCHEDULE`` set for it)."""
+    with _lock:
+        if session_id in _steppers:
+            return True
+    return session_id is not None and bool(os.environ.get(ENV_VAR, "").strip())
+
+
 def step(session_id: int | None = 0) -> int | None:
     """``proton.step()``: the program finished a step; returns the number of the step that starts now.
 

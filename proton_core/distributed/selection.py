@@ -34,11 +34,21 @@ def parse(text: str) -> frozenset[int]:
     return frozenset(ranks)
 
 
-def selected(env=None) -> bool:
-    """Whether this process profiles under ``PROTON_RANKS`` (True where it is unset or there is no rank)."""
+def selected(env=None, ranks=None) -> bool:
+    """Whether this process profiles: ``ranks`` (a list such as ``"0,3"`` or ``[0, 3]``) where given, else
+    ``PROTON_RANKS``; True where neither is set or this process has no rank."""
     env = os.environ if env is None else env
-    text = env.get(ENV_VAR, "").strip()
-    if not text:
-        return True
+    if ranks is None:
+        text = env.get(ENV_VAR, "").strip()
+        if not text:
+            return True
+        chosen = parse(text)
+    elif isinstance(ranks, str):
+        chosen = parse(ranks)
+    else:
+        try:
+            chosen = parse(",".join(str(int(r)) for r in ranks))
+        except (TypeError, ValueError):
+            raise ProtonError(f"ranks must be rank numbers such as [0, 3] or '0,3', not {ranks!r}") from None
     who = identity.from_environment(env)
-    return who is None or who.rank in parse(text)
+    return who is None or who.rank in chosen

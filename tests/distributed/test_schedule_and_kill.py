@@ -104,3 +104,18 @@ def test_killed_rank_leaves_its_parts(tmp_path):
     finished = sorted(tmp_path.glob("k.rank0.part_*.hatchet"), key=lambda p: int(p.name.split("_")[1].split(".")[0]))
     assert [meta(p)["final"] for p in finished] == [False] * (len(finished) - 1) + [True]
     assert json.loads(finished[0].read_text())[0]["children"][0]["frame"]["name"] == "step0"
+
+
+def test_ranks_selection():
+    from proton_core.distributed import selection
+
+    env = {"RANK": "3", "WORLD_SIZE": "4"}
+    assert selection.parse("0-2,5") == {0, 1, 2, 5}
+    assert selection.selected(env) is True  # no list: every rank
+    assert selection.selected({**env, "PROTON_RANKS": "0,3"}) is True
+    assert selection.selected({**env, "PROTON_RANKS": "0,1"}) is False
+    assert selection.selected(env, ranks=[1, 2]) is False and selection.selected(env, ranks="3") is True
+    assert selection.selected({"PROTON_RANKS": "0"}) is True  # no rank: the list names none of us
+    for bad in ("", "x", "3-1", "-1"):
+        with pytest.raises(ProtonError):
+            selection.parse(bad)
