@@ -94,7 +94,7 @@ def is_tensor(value: object) -> bool:
 
 
 def check_value(name: str, value: object):
-    """Return ``value`` as accepted: a non-negative int/float up to MAX_VALUE, or a 0-d tensor.
+    """Return ``value`` as accepted: a non-negative int/float up to MAX_VALUE, or a 0-d or 1-d tensor.
 
     A number past MAX_VALUE (``10**400``, ``inf``) is refused: no JSON reader could hold it.
     Tensors are kept as they are (reading them would synchronise the device);
@@ -112,9 +112,10 @@ def check_value(name: str, value: object):
         if math.isnan(value) or math.isinf(value):
             raise ProtonError(f"metric {name!r} has value {value}: pass a finite number")
     elif is_tensor(value):
-        if tuple(value.shape) != ():
+        if len(tuple(value.shape)) > 1:
             raise ProtonError(
-                f"metric {name!r} is a tensor of shape {tuple(value.shape)}: pass a 0-d tensor, e.g. t.sum()"
+                f"metric {name!r} is a tensor of shape {tuple(value.shape)}: pass a 0-d tensor (e.g. t.sum()) or a "
+                f"1-d one (read as a list, element by element)"
             )
         if not any(word in str(value.dtype) for word in ("int", "float")):
             raise ProtonError(f"metric {name!r} is a tensor of dtype {value.dtype}: pass an integer or float tensor")
@@ -136,8 +137,10 @@ def _short(value) -> str:
     return f"about 1e+{int(math.log10(value))}" if isinstance(value, int) else str(value)
 
 
-def read_tensor(name: str, value) -> int | float:
-    """Turn a 0-d tensor into a checked Python number (at flush time)."""
+def read_tensor(name: str, value) -> int | float | list:
+    """Turn a 0-d tensor into a checked Python number, a 1-d one into a checked list (at flush time)."""
+    if len(tuple(getattr(value, "shape", ()))) == 1:
+        return check_list(name, list(value.tolist()))
     number = value.item() if hasattr(value, "item") else float(value)
     return check_value(name, number)
 

@@ -77,6 +77,26 @@ def test_tensor_metrics_are_read_at_flush_not_at_the_call(tmp_path):
     assert node(load(tmp_path / "p.hatchet")[0], "s")["metrics"]["bytes"] == 4.0
 
 
+class Vector(Scalar):
+    """A stand-in for a 1-d framework tensor (tolist)."""
+
+    def tolist(self):
+        self.reads += 1
+        return list(self.value)
+
+
+def test_a_1d_tensor_metric_is_read_at_finalize_as_a_list(tmp_path):
+    """upstream's 1-d tensor metrics (``{"vec": torch.arange(4)}``): element by element, summed over entries."""
+    vec = Vector([0, 1, 2, 3], shape=(4,))
+    proton.start(str(tmp_path / "p"), backend="host")
+    for _ in range(2):
+        with proton.scope("s", {"vec": vec}):
+            pass
+    assert vec.reads == 0
+    proton.finalize()
+    assert node(load(tmp_path / "p.hatchet")[0], "s")["metrics"]["vec"] == [0, 2, 4, 6]
+
+
 @pytest.mark.parametrize("metrics, message", [
     ({"time": 1}, "reserved"),
     ({"count (n)": 1}, "reserved"),
@@ -86,7 +106,7 @@ def test_tensor_metrics_are_read_at_flush_not_at_the_call(tmp_path):
     ({"bytes": True}, "bool"),
     ({"bytes": float("nan")}, "finite"),
     ({"bad name here": 1}, "malformed"),
-    ({"bytes": Scalar(1.0, shape=(3,))}, "0-d tensor"),
+    ({"bytes": Scalar(1.0, shape=(3, 2))}, "0-d tensor .* or a 1-d one"),
     ({"bytes": Scalar(1.0, dtype="bool")}, "dtype"),
     ([("bytes", 1)], "must be a dict"),
 ])
