@@ -119,7 +119,9 @@ class RankView(View):
         key = merged.keys[0]
         raw, shown = self.calc.value(key), self.columns[0]
         factor = None
-        for i in self.calc.order:
+        order = self.calc.order
+        step = max(1, len(order) // 4096)  # one raw key in a unit: checked on the root and 4096 nodes
+        for i in [self.table.root, *order[::step]]:
             v, d = raw[i], shown[i]
             if v != v or d != d:
                 if (v != v) != (d != d):

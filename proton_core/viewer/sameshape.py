@@ -22,7 +22,9 @@ what this reader cannot vouch for goes the slow way.
 from __future__ import annotations
 
 import json
+import math
 from array import array
+from itertools import accumulate
 from operator import add, itemgetter
 
 from ..formats import hatchet, keys as file_keys
@@ -59,7 +61,9 @@ def _tokens(text: str):
 
 def _flat(contents: list[str]):
     """(keys, values) of every node's metrics in text order, a SEPARATOR pair after each node."""
-    body = "[" + ",".join([c + ',"",0' if c else '"",0' for c in contents]) + "]"
+    body = "[" + ',"",0,'.join(contents) + ',"",0]'
+    if "[," in body or ",," in body:  # nodes without metrics (",," is in no valid metrics object but in text)
+        body = "[" + body[1:].lstrip(",").replace(",,", ",")
     items = json.loads(body.replace('":', '",'), parse_constant=_refuse)
     return items[0::2], items[1::2]
 
@@ -121,29 +125,36 @@ class Shape:
         renamed = file_keys.restored_names(meta) if file_keys.is_ours(meta) else {}
         shape = cls()
         shape.skeleton, shape.closing, shape.keys, shape.naming = skeleton, closing, keys, _naming(meta)
-        node = 0
         cols, root = table.cols, table.root
-        for p, (key, value) in enumerate(zip(keys, values)):
-            if key == SEPARATOR and value == 0 and type(value) is int:
-                node += 1
-                continue
-            i = order[node]
-            if key == DEVICE_ID:
-                shape.device_slots.append((p, i))
-                continue
-            if type(value) is not int and type(value) is not float:
+        before = [0, *accumulate(k == SEPARATOR for k in keys)]  # pair p belongs to node before[p] (in text order)
+        groups: dict = {}
+        for p, key in enumerate(keys):
+            groups.setdefault(key, []).append(p)
+        groups.pop(SEPARATOR, None)
+        for p in groups.pop(DEVICE_ID, ()):
+            shape.device_slots.append((p, order[before[p]]))
+        for key, positions in groups.items():
+            found = _getter(positions)(values)
+            if not {type(v) for v in found} <= {int, float}:
+                if any(type(v) is int or type(v) is float for v in found):
+                    return None  # numbers and text under one key: not what this reader vouches for
                 continue  # text and lists: the reader keeps none of them
+            nodes = [order[before[p]] for p in positions]
             name = renamed.get(key, key)
             col = cols.get(name)
-            if col is None or col[i] != col[i]:
-                if i == root and value == 0:
-                    continue  # a zero the writer marks the root with, which the reader drops
-                return None
-            if col[i] != value:
-                return None
-            shape.positions.append(p)
-            shape.nodes.append(i)
-            shape.names.append(name)
+            if col is None:
+                col = array("d", [math.nan]) * table.size
+            if col[root] != col[root] and root in nodes:  # a zero the writer marks the root with, dropped on reading
+                k = nodes.index(root)
+                if found[k] != 0:
+                    return None
+                del positions[k], nodes[k]
+                found = found[:k] + found[k + 1:]
+            if tuple(_getter(nodes)(col)) != tuple(found):
+                return None  # NaN (a value the reader has not) compares unequal too
+            shape.positions += positions
+            shape.nodes += nodes
+            shape.names += [name] * len(positions)
         if len(shape.positions) != sum(1 for col in cols.values() for v in col if v == v):
             return None  # the reader found values this reader has no slot for
         shape.devices_seen = tuple(values[p] for p, _ in shape.device_slots)
