@@ -223,3 +223,19 @@ def test_tritons_enable_nvtx_knob_decides_where_start_leaves_nvtx_out(tmp_path, 
     sid = proton.start(str(tmp_path / "n"), backend="host", **kwargs)
     assert MANAGER.sessions[sid].nvtx is expected
     proton.finalize()
+
+
+def test_a_trace_ends_with_its_kernels_each_with_upstreams_call_stack(tmp_path, fake):
+    """upstream's test_trace reads the last event as the last kernel, with ``args.call_stack``."""
+    import json
+
+    proton.start(str(tmp_path / "t"), data="trace", backend="fake")
+    with proton.scope("init"):
+        fake.launch("fill")
+    with proton.scope("test"):
+        fake.launch("foo")
+    proton.finalize()
+    events = json.loads((tmp_path / "t.chrome_trace").read_text())["traceEvents"]
+    kernels = [e for e in events if e.get("cat") == "kernel"]
+    assert events[-len(kernels):] == kernels and events[-1]["name"] == "foo"
+    assert [k["args"]["call_stack"] for k in kernels] == [["ROOT", "init", "fill"], ["ROOT", "test", "foo"]]

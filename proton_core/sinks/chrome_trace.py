@@ -69,18 +69,22 @@ def trace_events(profile) -> list[dict]:
     for dtype, did, stream in sorted({(e.device_type, e.device_id, e.stream_id) for e in kernels}):
         events.append({"ph": "M", "name": "thread_name", "pid": pids[(dtype, did)], "tid": stream,
                        "args": {"name": f"stream {stream}"}})
+    # Kernel events come last, so a reader that takes the trace's last events as its last kernels (upstream's
+    # test_trace) finds them; each carries upstream's call_stack beside our path.
+    kernel_events = []
     for flow_id, e in enumerate(kernels, start=1):
         pid = pids[(e.device_type, e.device_id)]
         ts = _us(e.start_ns, origin)
-        events.append({"ph": "X", "cat": "kernel", "name": e.name, "pid": pid, "tid": e.stream_id, "ts": ts,
-                       "dur": (e.end_ns - e.start_ns) / 1000.0, "args": {"path": "/".join(e.path)}})
+        kernel_events.append({"ph": "X", "cat": "kernel", "name": e.name, "pid": pid, "tid": e.stream_id, "ts": ts,
+                              "dur": (e.end_ns - e.start_ns) / 1000.0,
+                              "args": {"path": "/".join(e.path), "call_stack": ["ROOT", *e.path, e.name]}})
         if e.launch_ns:
             events.append({"ph": "s", "cat": "launch", "name": "launch", "id": flow_id, "pid": HOST_PID,
                            "tid": e.thread_id, "ts": _us(e.launch_ns, origin)})
             events.append({"ph": "f", "bp": "e", "cat": "launch", "name": "launch", "id": flow_id, "pid": pid,
                            "tid": e.stream_id, "ts": ts})
     events += _slice_events(slices, origin, len(pids) + 1)
-    return events
+    return events + kernel_events
 
 
 def _slice_events(slices, origin, first_pid: int) -> list[dict]:
