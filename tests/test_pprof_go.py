@@ -37,9 +37,7 @@ def pprof_sink():
 
 
 def go_pprof(*args) -> str:
-    env = {**os.environ, "PPROF_TMPDIR": os.environ.get("TMPDIR", "/tmp")}
-    run = subprocess.run([GO, "tool", "pprof", *map(str, args)], capture_output=True, text=True, timeout=300,
-                         env=env)
+    run = subprocess.run([GO, "tool", "pprof", *map(str, args)], capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr
     return run.stdout
 
