@@ -3,8 +3,9 @@
 Read from ``sys.orig_argv`` (the interpreter's own command line) before anything else runs, so this
 module uses the standard library only: the start-up hook loads it by path, without importing
 ``proton_core``, and a launcher pays nothing more.  torchrun's agent, ``proton-profile`` itself (which
-starts its own session), pip, and the helper processes of multiprocessing and torch's compile workers
-are launchers; everything else that runs a script, a module or ``-c`` code is a user program.
+starts its own session) and pip are launchers: the processes they start are followed.  The bookkeeping
+processes of multiprocessing and torch's compile workers are helpers: neither they nor anything they
+start is profiled.  Everything else that runs a script, a module or ``-c`` code is a user program.
 """
 
 from __future__ import annotations
@@ -16,9 +17,11 @@ SCRIPTS = frozenset({"torchrun", "proton-profile", "proton", "proton-view", "pip
                      "deepspeed", "mpirun", "mpiexec", "srun"})
 #: Modules run with ``-m`` that are launchers.
 MODULES = frozenset({"torch.distributed.run", "torch.distributed.launch", "proton_core", "proton_core.cli",
-                     "pip", "accelerate.commands.launch", "deepspeed.launcher.runner",
-                     "torch._inductor.compile_worker", "torch._inductor.compile_worker.__main__"})
-#: ``-c`` code of multiprocessing's bookkeeping processes (its ``spawn_main`` workers are user code).
+                     "pip", "accelerate.commands.launch", "deepspeed.launcher.runner"})
+#: Helpers, whose whole process tree is left alone: modules, script paths (their ending), ``-c`` code
+#: (multiprocessing's bookkeeping; its ``spawn_main`` workers are user code).
+HELPER_MODULES = frozenset({"torch._inductor.compile_worker", "torch._inductor.compile_worker.__main__"})
+HELPER_SCRIPTS = ("torch/_inductor/compile_worker/__main__.py",)
 CODE = ("multiprocessing.resource_tracker", "multiprocessing.forkserver", "multiprocessing.semaphore_tracker")
 #: Interpreter options that take a value as the next word.
 _WITH_VALUE = frozenset({"-W", "-X", "--check-hash-based-pycs"})
@@ -44,13 +47,24 @@ def program(argv: list[str]) -> tuple[str, str]:
     return "interactive", ""
 
 
-def is_launcher(argv: list[str]) -> bool:
-    """Whether the interpreter started as ``argv`` runs a launcher (never profiled) rather than user code."""
+def is_helper(argv: list[str]) -> bool:
+    """Whether ``argv`` runs a helper process: not profiled, and its children not followed."""
     kind, target = program(argv)
     if kind == "module":
-        return target in MODULES
+        return target in HELPER_MODULES
     if kind == "code":
         return any(name in target for name in CODE)
     if kind == "script":
-        return os.path.basename(target) in SCRIPTS
+        return target.replace(os.sep, "/").endswith(HELPER_SCRIPTS)
     return False
+
+
+def is_launcher(argv: list[str]) -> bool:
+    """Whether the interpreter started as ``argv`` runs a launcher or a helper (never profiled) rather than
+    user code."""
+    kind, target = program(argv)
+    if kind == "module" and target in MODULES:
+        return True
+    if kind == "script" and os.path.basename(target) in SCRIPTS:
+        return True
+    return is_helper(argv)

@@ -203,5 +203,8 @@ def test_launchers_recognised():
     assert launchers.is_launcher([py, "-X", "dev", "-m", "proton_core", "t.py"])
     assert launchers.is_launcher([py, "-c", "from multiprocessing.resource_tracker import main;main(5)"])
     assert not launchers.is_launcher([py, "-c", "from multiprocessing.spawn import spawn_main; spawn_main()"])
+    worker = os.path.join("site-packages", "torch", "_inductor", "compile_worker", "__main__.py")
+    assert launchers.is_helper([py, worker, "--workers=4"]) and launchers.is_launcher([py, worker])
+    assert not launchers.is_helper([py, "/usr/bin/torchrun", "t.py"])  # a launcher's children are followed
     assert not launchers.is_launcher([py, "train.py"])
     assert not launchers.is_launcher([py, "-m", "my_package.train"])

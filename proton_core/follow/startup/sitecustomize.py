@@ -26,11 +26,16 @@ def _chain() -> None:
 
 
 def _launcher() -> bool:
+    """Whether this interpreter runs a launcher or a helper; a helper's children are not followed either."""
     path = os.path.join(os.path.dirname(_HERE), "launchers.py")
     spec = importlib.util.spec_from_file_location("_proton_follow_launchers", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return module.is_launcher(list(getattr(sys, "orig_argv", sys.argv)))
+    argv = list(getattr(sys, "orig_argv", sys.argv))
+    if module.is_helper(argv):
+        os.environ.pop("PROTON_FOLLOW", None)
+        return True
+    return module.is_launcher(argv)
 
 
 def _follow() -> None:
