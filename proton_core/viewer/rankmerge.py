@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from array import array
 
-from ..model.table import DEVICE_ID, NAN, Table
+from ..model.table import DEVICE_ID, Table
 from . import derive, rankfiles
 from .errors import MissingMetric
 from .sameshape import Shape

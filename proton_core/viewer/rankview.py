@@ -10,8 +10,6 @@ Everything else (-m, -i, -e, -t, -d, --html) works as for one profile.
 
 from __future__ import annotations
 
-from array import array
-
 from ..model.table import Table
 from . import View, derive, rankfiles, read_merged, render
 from .errors import ViewerError
