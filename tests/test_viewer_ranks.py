@@ -253,3 +253,15 @@ def test_phase_of_rank_parts(tmp_path, fake, capsys):
     assert err.count("stopped early") == 1 and "rank 1 stopped early: last part 0" in err
     code, out, err = run_view(capsys, "--rank", "1", "--sort", "imbalance", tmp_path)
     assert code == 2 and "leave out --rank" in err
+
+
+def test_a_rank_in_hatchet_msgpack_beside_json_ones(tmp_path, capsys):
+    from proton_core.formats import msgpack_io
+
+    for path in DATA.glob("run.rank*.hatchet"):
+        shutil.copy(path, tmp_path / path.name)
+    doc = json.loads((DATA / "run.rank2.hatchet").read_text())
+    (tmp_path / "run.rank2.hatchet").write_bytes(msgpack_io.packb(doc))  # the same rank, as the msgpack sink writes
+    code, out, err = run_view(capsys, tmp_path)
+    assert code == 0, err
+    assert rows(out)["gemm"] == [1600, 100, 250, 1000, 0.6, "3"]

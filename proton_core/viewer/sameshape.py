@@ -166,7 +166,10 @@ class Shape:
     def read(self, path: str):
         """(the file's values, its device info, device-id slots that differ from the learnt file's) where
         ``path`` has this shape (its numbers added to the sums), else None."""
-        text = hatchet.read_text(path)
+        try:
+            text = hatchet.read_text(path)
+        except hatchet.HatchetError:  # binary (hatchet_msgpack, gzip) or unreadable: the full reader says which
+            return None
         tokens = _tokens(text)
         del text
         if tokens is None:
