@@ -115,6 +115,14 @@ def atomic_write(writer, profile, path: str) -> None:
         raise
 
 
+def is_empty(profile) -> bool:
+    """No node or root metric in the tree and no event in the trace (a ``data="trace"`` phase of host
+    scopes only has events and an empty tree: it is not empty)."""
+    trace = profile.trace
+    events = trace is not None and (trace.kernels or trace.scopes or getattr(trace, "kernel_slices", None))
+    return not profile.tree.root.children and not profile.tree.root.metrics and not events
+
+
 def write_parts(session, fmt: str, name: str, plugins, everything: bool = False) -> list[str]:
     """Write complete phases (all kept ones with ``everything``) to ``<name>.part_<N>`` and free them.
 
@@ -132,7 +140,7 @@ def write_parts(session, fmt: str, name: str, plugins, everything: bool = False)
         if number not in phases.profiles:  # dropped by the backlog's cap
             continue
         profile = phases.profiles[number]
-        empty = not profile.tree.root.children and not profile.tree.root.metrics
+        empty = is_empty(profile)
         last = everything and number == numbers[-1]
         if not empty or (last and (not session.parts or ranked)):  # a run leaves a file
             backlog.stamp(profile)

@@ -63,12 +63,12 @@ def start(options: dict) -> int | None:
 def recorded_nothing(session) -> bool:
     """Whether ``session`` holds no data at all (flushed first: the backend may still hold some)."""
     from ..manager import MANAGER
+    from ..output import is_empty
 
     with MANAGER.lock:
         MANAGER.flush(session.backend_state)
         session.resolve_pending()
-        profiles = session.phases.profiles.values()
-        return not session.parts and all(not p.tree.root.children and not p.tree.root.metrics for p in profiles)
+        return not session.parts and all(is_empty(p) for p in session.phases.profiles.values())
 
 
 def write_at_exit(session_id: int) -> None:

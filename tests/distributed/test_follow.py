@@ -208,3 +208,15 @@ def test_launchers_recognised():
     assert not launchers.is_helper([py, "/usr/bin/torchrun", "t.py"])  # a launcher's children are followed
     assert not launchers.is_launcher([py, "train.py"])
     assert not launchers.is_launcher([py, "-m", "my_package.train"])
+
+
+def test_followed_trace_process_writes_its_events(tmp_path):
+    write(tmp_path, "prog.py", """
+        import proton_core as proton
+        with proton.scope("only_a_scope"):
+            pass
+    """)
+    result = cli(tmp_path, "-n", "out", "-d", "trace", sys.executable, "prog.py")
+    assert result.returncode == 0, result.stderr
+    (path,) = tmp_path.glob("out.pid*.chrome_trace")  # events only, an empty tree: still data
+    assert "only_a_scope" in path.read_text()

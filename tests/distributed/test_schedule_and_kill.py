@@ -119,3 +119,22 @@ def test_ranks_selection():
     for bad in ("", "x", "3-1", "-1"):
         with pytest.raises(ProtonError):
             selection.parse(bad)
+
+
+def test_trace_parts_of_scopes_only_are_written(tmp_path):
+    """A periodic trace phase holding only host scopes (its tree is empty) is data: written, not skipped."""
+    from distributed_helpers import run
+
+    write(tmp_path, "prog.py", """
+        import proton_core as proton
+        proton.start("tp", backend="host", data="trace", mode="periodic_flushing")
+        for i in range(3):
+            with proton.scope(f"x{i}"):
+                pass
+            proton.data.advance_phase()
+        proton.finalize()
+    """)
+    result = run([sys.executable, "prog.py"], tmp_path)
+    assert result.returncode == 0, result.stderr
+    for i in range(3):
+        assert f'"x{i}"' in (tmp_path / f"tp.part_{i}.chrome_trace").read_text()
