@@ -309,7 +309,8 @@ class Manager:
             self._close(sessions, plugins)
             written, errors = [], []
             for session in sessions:
-                fmt = output_format or session.output_format
+                parts_format = session.writer.options.format if session.writer is not None else None
+                fmt = output_format or parts_format or session.output_format  # the last parts as the first
                 try:
                     if session.writer is not None:
                         paths = write_parts(session, fmt, name or session.name, plugins, everything=True)

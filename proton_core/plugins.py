@@ -36,6 +36,7 @@ CORE_DISTRIBUTION = "proton-profiler"
 DEFAULT_PLUGINS = (
     "proton_core.sinks.hatchet",
     "proton_core.sinks.chrome_trace",
+    "proton_core.sinks.pprof",
     "proton_core.backends.host",
     "proton_core.contexts.shadow",
     "proton_core.contexts.python",

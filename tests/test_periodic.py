@@ -102,3 +102,13 @@ def test_the_poll_drains_and_completes_a_phase_only_when_one_waits(tmp_path, fak
     fake.launch("k")
     paths = proton.finalize(sid)
     assert [count(p, "k") for p in paths] == [1, 1]
+
+
+def test_the_last_parts_are_written_in_the_parts_format(tmp_path, fake):
+    """``periodic_flushing:format=hatchet_msgpack``: the parts finalize writes come out in that format too."""
+    sid = proton.start(str(tmp_path / "run"), backend="fake", mode="periodic_flushing:poll=3600:format=hatchet_msgpack")
+    fake.launch("k")
+    proton.data.advance_phase(sid)
+    fake.launch("k")
+    paths = proton.finalize(sid)
+    assert paths == [str(tmp_path / "run.part_0.hatchet_msgpack"), str(tmp_path / "run.part_1.hatchet_msgpack")]
