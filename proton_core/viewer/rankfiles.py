@@ -89,8 +89,7 @@ def expand(patterns: list[str]) -> list[str] | None:
         if os.path.isdir(pattern):
             inside = _profiles(glob.glob(os.path.join(glob.escape(pattern), "*.rank*")))
             if not inside:
-                raise ViewerError(f"{pattern} is a directory without rank files (name.rank<k>.hatchet); "
-                                  "name the files instead")
+                return None  # the usual path says what a directory is not
             found += inside
         elif not os.path.exists(pattern) and not glob.has_magic(pattern):
             prefixed = _profiles(glob.glob(glob.escape(pattern) + ".rank*"))
