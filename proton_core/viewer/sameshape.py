@@ -28,12 +28,14 @@ from itertools import accumulate
 from operator import add, itemgetter
 
 from ..formats import hatchet, keys as file_keys
-from ..model.table import DEVICE_ID, Table
+from ..model.table import DEVICE_ID, DEVICE_TYPE, Table
 from .rankfiles import head_metadata
 
 MARK_METRICS = '"metrics":{'
 MARK_CHILDREN = '},"children":['
 SEPARATOR = ""  # the key that ends a node's pairs in the flat list
+#: Device kinds whose kernels' labels the flat list carries as one number (others: the full reader)
+DEVICE_TYPES = ("CUDA", "HIP")
 
 
 class _Refused(ValueError):
@@ -64,6 +66,9 @@ def _flat(contents: list[str]):
     body = "[" + ',"",0,'.join(contents) + ',"",0]'
     if "[," in body or ",," in body:  # nodes without metrics (",," is in no valid metrics object but in text)
         body = "[" + body[1:].lstrip(",").replace(",,", ",")
+    for kind in DEVICE_TYPES:  # a kernel's labels as one number: "device_id":"3","device_type":"CUDA" -> 3
+        body = body.replace(f'","{DEVICE_TYPE}":"{kind}"', "")
+    body = body.replace(f'"{DEVICE_ID}":"', f'"{DEVICE_ID}":')  # a label left unpaired breaks the JSON: refused
     items = json.loads(body.replace('":', '",'), parse_constant=_refuse)
     return items[0::2], items[1::2]
 
@@ -158,7 +163,7 @@ class Shape:
         if len(shape.positions) != sum(1 for col in cols.values() for v in col if v == v):
             return None  # the reader found values this reader has no slot for
         shape.devices_seen = tuple(values[p] for p, _ in shape.device_slots)
-        shape.sums = array("d", [0.0]) * len(shape.positions)
+        shape.sums = array("d", [0.0]) * len(values)  # every position: device ids and separators too, unused
         shape.take = _getter(shape.positions)
         shape.take_devices = _getter([p for p, _ in shape.device_slots])
         return shape
@@ -179,7 +184,7 @@ class Shape:
             return None
         try:
             keys, values = _flat(contents)
-            numbers = array("d", self.take(values))  # TypeError: text or a list where a number was
+            sums = array("d", map(add, self.sums, values))  # TypeError: text or a list where a number was
             devices = json.loads(devices_text[:-1]) if devices_text else {}
         except (ValueError, TypeError, OverflowError):
             return None
@@ -188,8 +193,8 @@ class Shape:
         seen = self.take_devices(values)
         moved = [] if seen == self.devices_seen else \
             [i for (p, i), a, b in zip(self.device_slots, seen, self.devices_seen) if a != b]
-        self.sums = array("d", map(add, self.sums, numbers))
-        self.last = numbers
+        self.sums = sums
+        self.last = values
         self.files += 1
         return values, devices, moved
 
@@ -210,7 +215,8 @@ class Shape:
             return
         cols = {name: union.column(name) for name in set(self.names)}
         properties = {name for name in cols if union.kind(name) == "pty"}
-        for i, name, total, last in zip(self.nodes, self.names, self.sums, self.last):
+        sums, lasts = self.take(self.sums), self.take(self.last)
+        for i, name, total, last in zip(self.nodes, self.names, sums, lasts):
             col = cols[name]
             j = mapping[i]
             old = col[j]
