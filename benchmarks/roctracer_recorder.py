@@ -30,7 +30,7 @@ if not __package__:
     sys.exit("run it from the repository root: python3 -m benchmarks.roctracer_recorder ...")
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-TESTS = os.path.join(ROOT, "plugins", "roctracer", "tests")
+HELPERS = os.path.join(ROOT, "plugins", "roctracer", "tests", "roc_helpers.py")
 
 
 def recorder_rows(n: int, rounds: int) -> dict:
@@ -90,9 +90,10 @@ def recorder_rows(n: int, rounds: int) -> dict:
 
 
 CHILD = r"""
-import json, sys, time
-sys.path.insert(0, {tests!r})
-import roc_helpers
+import importlib.util, json, time
+spec = importlib.util.spec_from_file_location("roc_helpers", {helpers!r})
+roc_helpers = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(roc_helpers)
 sim = roc_helpers.Sim({path!r})
 kid = sim.kernel_id("k")
 setup, n = {setup!r}, {n}
@@ -121,9 +122,18 @@ print(json.dumps({{"launch": launch, "flush": flush}}))
 """
 
 
+def load_helpers():
+    """plugins/roctracer/tests/roc_helpers.py (builds and drives the simulator), loaded by file path."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("roc_helpers", HELPERS)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def simulated_rows(n: int, rounds: int) -> dict:
-    sys.path.insert(0, TESTS)
-    import roc_helpers
+    roc_helpers = load_helpers()
 
     work = tempfile.mkdtemp(prefix="roc_bench_")
     path = roc_helpers.build(work)
@@ -131,7 +141,7 @@ def simulated_rows(n: int, rounds: int) -> dict:
     results: dict = {s: [] for s in ("no tool", "null tool", "idle", "recording")}
     for _ in range(rounds):
         for setup in results:  # interleaved: a slow moment of the machine hits every setup alike
-            code = CHILD.format(tests=TESTS, path=path, setup=setup, n=n, out=os.path.join(work, "p"))
+            code = CHILD.format(helpers=HELPERS, path=path, setup=setup, n=n, out=os.path.join(work, "p"))
             done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=work,
                                   check=True)
             results[setup].append(json.loads(done.stdout.strip().splitlines()[-1]))

@@ -14,10 +14,10 @@ using namespace proton_roc;
 
 namespace {
 
-py::tuple flush_tuple(bool collect, const std::vector<int>& sync_devices) {
+py::tuple flush_tuple(bool collect, const std::vector<int>& sync_devices, bool sync = true) {
   if (collect) {
     py::gil_scoped_release nogil;  // the SDK's delivery thread may need the GIL (roctx scopes)
-    flush_records(sync_devices);
+    flush_records(sync_devices, sync);
   }
   Recorder::FlushOut out = recorder().flush();
   py::list nodes, records, events;
@@ -89,6 +89,8 @@ PYBIND11_MODULE(_rocprofiler, m) {
         py::arg("sync_devices") = std::vector<int>{},
         "(nodes, records, events, dropped, physical GPU indices) since the last flush, after the SDK handed over "
         "its buffer (the HIP devices named waited for first)");
+  m.def("drain", [] { return flush_tuple(true, {}, false); },
+        "flush's tuple with what the SDK has ready: no device sync, earlier launches may still be owed");
   m.def(
       "gpu_agents",
       [] {

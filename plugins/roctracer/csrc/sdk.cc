@@ -362,9 +362,9 @@ AttachResult attach() {
 
 bool attached() { return g_attached.load(std::memory_order_acquire); }
 
-void flush_records(const std::vector<int>& sync_devices) {
+void flush_records(const std::vector<int>& sync_devices, bool sync) {
   if (!g_attached.load(std::memory_order_acquire)) return;
-  sync_hip(sync_devices);
+  if (sync) sync_hip(sync_devices);
   api.rocprofiler_flush_buffer(g_buffer);
 }
 

@@ -26,10 +26,11 @@ struct AttachResult {
 AttachResult attach();
 bool attached();
 
-// Hand over every buffered record.  `sync_devices` (HIP ordinals) are waited for first, through the
-// program's own libamdhip64 (never loaded here), so kernels still running deliver their records.
-// Safe before attach.
-void flush_records(const std::vector<int>& sync_devices);
+// Hand over every buffered record.  With `sync`, the calling thread's HIP device and `sync_devices`
+// (HIP ordinals) are waited for first, through the program's own libamdhip64 (never loaded here), so
+// kernels still running deliver their records; without, only what completed (the periodic writer's
+// drain).  Safe before attach.
+void flush_records(const std::vector<int>& sync_devices, bool sync);
 
 struct Agent {
   uint64_t handle;

@@ -31,3 +31,10 @@ class TestSimulatedRocm(BackendContract):
         driver.backend.flush()
         driver.backend.stop()
         driver.backend.configure(python_frames=False, trace=False)
+
+    def test_drain_hands_over_completed_records_without_a_device_sync(self, driver):
+        driver.backend.set_epoch(1)
+        driver.launch("k", 5)
+        batch = driver.backend.drain()
+        assert [(r[2], r[4], r[5]) for r in batch.records] == [("k", 5, 1)]
+        assert driver.backend.flush().records == []

@@ -128,8 +128,10 @@ class RocprofilerBackend(Backend):
         self.native.set_context(int(context_id))
 
     def flush(self):
-        flushed = self.native.flush(sorted(self._seen))
-        return self._batch(*flushed)
+        return self._batch(*self.native.flush(sorted(self._seen)))
+
+    def drain(self):
+        return self._batch(*self.native.drain())
 
     # ------------------------------------------------------------- batches ----
     def _ordinal(self, physical: int) -> int:
