@@ -16,10 +16,9 @@ import threading
 import pytest
 
 import proton_core as proton
-import proton_core.context
-import proton_core.plugin_api
 from fwtest import install_fake_triton, load, node
-from proton_core.plugin_api import current_op, register_settler, thread_state, unregister_settler
+from proton_core.plugin_api import (close_scope, current_op, open_scope, open_scopes, register_settler, thread_state,
+                                    unregister_settler)
 from proton_core.testing import PendingScope, add_setter, engine_counts, launch_op_cache, reset
 from proton_frameworks import triton_hook
 from proton_frameworks.testing import LazyDict
@@ -114,7 +113,7 @@ def test_kernels_launch_metadata_runs_itself_are_filed_under_its_scope(tmp_path,
             h.launch(fake, "foo", reducing)
         with pytest.raises(ValueError):
             h.launch(fake, "foo", failing, leave=False)
-        assert proton_core.plugin_api.open_scopes() == ["test0"]
+        assert open_scopes() == ["test0"]
     proton.finalize()
     test0 = node(load(tmp_path / "p.hatchet")[0], "test0")
     metadata = node(test0, "__proton_launch_metadata")
@@ -558,7 +557,8 @@ def flaky_run(tmp_path, fake, impl, exc_type, monkeypatch):
     h = Hooks(impl)
     proton.start(str(tmp_path / impl), backend="fake")
     calls, raised, listening = [], [], [True]
-    metadata_scope = proton_core.context.TREE.child(0, proton_core.context.SCOPE, "__proton_launch_metadata")
+    metadata_scope = open_scope("__proton_launch_metadata")  # its context id, as the hooks open it
+    close_scope(metadata_scope)
 
     def flaky(ctx):
         if not listening[0] or ctx in (0, metadata_scope):  # an op's context only (not launch_metadata's scope)
