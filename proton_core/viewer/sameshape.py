@@ -100,8 +100,8 @@ class Shape:
         self.names: list[str] = []  # slot -> metric name (as the reader names it)
         self.device_slots: list[tuple[int, int]] = []  # (index in values, node) of device ids
         self.devices_seen: tuple = ()
-        self.sums = array("d")
-        self.last = array("d")
+        self.sums: list = []
+        self.last: list = []
         self.files = 0
         self._columns: dict = {}
 
@@ -163,7 +163,7 @@ class Shape:
         if len(shape.positions) != sum(1 for col in cols.values() for v in col if v == v):
             return None  # the reader found values this reader has no slot for
         shape.devices_seen = tuple(values[p] for p, _ in shape.device_slots)
-        shape.sums = array("d", [0.0]) * len(values)  # every position: device ids and separators too, unused
+        shape.sums = [0] * len(values)  # every position (device ids, separators: unused); ints stay exact
         shape.take = _getter(shape.positions)
         shape.take_devices = _getter([p for p, _ in shape.device_slots])
         return shape
@@ -184,7 +184,7 @@ class Shape:
             return None
         try:
             keys, values = _flat(contents)
-            sums = array("d", map(add, self.sums, values))  # TypeError: text or a list where a number was
+            sums = list(map(add, self.sums, values))  # TypeError: text or a list where a number was
             devices = json.loads(devices_text[:-1]) if devices_text else {}
         except (ValueError, TypeError, OverflowError):
             return None
@@ -194,20 +194,22 @@ class Shape:
         moved = [] if seen == self.devices_seen else \
             [i for (p, i), a, b in zip(self.device_slots, seen, self.devices_seen) if a != b]
         self.sums = sums
+        values.append(0.0)  # what column() takes where the file has no value
         self.last = values
         self.files += 1
         return values, devices, moved
 
     def column(self, name: str, values: list, mapping, size: int) -> array:
-        """A file's values of ``name`` on the union's nodes (``mapping``: learnt node -> union node), 0 where none."""
+        """A file's values (as :meth:`read` gave them) of ``name`` on the union's nodes (``mapping``: learnt
+        node -> union node), 0 where none."""
         take = self._columns.get((name, size))
         if take is None:
-            where = [len(values)] * size  # the 0 put after the values: the file has no value there
+            where = [len(values) - 1] * size  # the 0 read() put after the values: the file has no value there
             for p, i, key in zip(self.positions, self.nodes, self.names):
                 if key == name:
                     where[mapping[i]] = p
             take = self._columns[(name, size)] = _getter(where)
-        return array("d", take([*values, 0.0]))
+        return array("d", take(values))
 
     def fold(self, union: Table, mapping) -> None:
         """Add the sums of the files read through this shape into ``union`` (properties: the last file's)."""
@@ -220,7 +222,8 @@ class Shape:
             col = cols[name]
             j = mapping[i]
             old = col[j]
-            if name in properties:
-                col[j] = last
-            else:
-                col[j] = total if old != old else old + total
+            value = last if name in properties else (total if old != old else old + total)
+            try:
+                col[j] = value
+            except OverflowError:  # an int sum past a double: infinite, clamped where shown (decision 0180)
+                col[j] = math.inf if value > 0 else -math.inf
