@@ -49,7 +49,8 @@ def _check_session(session) -> None:
 
 
 def start(name: str | None = None, *, context: str = "shadow", data: str = "tree", backend: str | None = None,
-          mode=None, hook=None, output_format: str | None = None, nvtx: bool | None = None) -> int | None:
+          mode=None, hook=None, output_format: str | None = None, nvtx: bool | None = None,
+          ranks=None) -> int | None:
     """Start a profiling session and return its id.
 
     ``name`` is the output path without extension; ``context`` is ``shadow``
@@ -59,9 +60,13 @@ def start(name: str | None = None, *, context: str = "shadow", data: str = "tree
     object; ``nvtx=False`` keeps NVTX ranges out of this session (``PROTON_ENABLE_NVTX=0``: out of every
     session; left out, Triton's ``triton.knobs.proton.enable_nvtx`` decides where the program set it).
     Under the ``proton`` command line the program's own calls are ignored.  While profiling is
-    switched off (``PROTON_DISABLE=1``, ``TRITON_PROTON_DISABLE=1``) nothing starts and None is returned.
+    switched off (``PROTON_DISABLE=1``, ``TRITON_PROTON_DISABLE=1``) nothing starts and None is returned, as
+    in a process of a distributed job whose rank ``ranks`` (``"0,3"`` or ``[0, 3]``; else ``PROTON_RANKS``)
+    leaves out.
     """
-    if disabled():
+    from .distributed import selection
+
+    if disabled() or not selection.selected(ranks=ranks):
         return None
     if MANAGER.cli_owned:
         return next(iter(MANAGER.sessions), 0)

@@ -37,8 +37,15 @@ def get_msgpack(session: int | None = 0, phase: int = 0) -> bytes | None:
 
 
 def advance_phase(session: int | None = 0) -> int | None:
-    """Close the session's current phase; returns the number of the phase that starts now."""
-    return None if session is None else MANAGER.advance_phase(session)
+    """Close the session's current phase; returns the number of the phase that starts now.  Under a step
+    schedule (``PROTON_SCHEDULE``) it is one step of it, as ``proton.step()``."""
+    if session is None:
+        return None
+    from ..distributed import schedule
+
+    if schedule.armed(session) and schedule.step(session) is not None:
+        return MANAGER.sessions[session].phases.current
+    return MANAGER.advance_phase(session)
 
 
 def is_phase_complete(session: int | None = 0, phase: int = 0) -> bool:

@@ -1,0 +1,39 @@
+"""A program's own ``proton.start(ranks=...)``/``PROTON_RANKS`` and ``proton.data.advance_phase`` under a schedule."""
+
+import sys
+
+from distributed_helpers import run, write
+
+ADVANCING = """
+    import proton_core as proton
+    sid = proton.start("s", backend="host")
+    for step in range(4):
+        with proton.scope("step", metrics={"items": 1, f"step{step}": 1}):
+            pass
+        proton.data.advance_phase(sid)
+    proton.finalize()
+"""
+
+
+def test_advance_phase_drives_the_schedule(tmp_path):
+    from test_schedule_and_kill import steps_in
+
+    write(tmp_path, "prog.py", ADVANCING)
+    result = run([sys.executable, "prog.py"], tmp_path, PROTON_SCHEDULE="wait=1,active=1")
+    assert result.returncode == 0, result.stderr
+    assert steps_in(tmp_path / "s.hatchet") == [1, 3]
+
+
+def test_a_programs_own_start_honours_ranks(tmp_path):
+    write(tmp_path, "prog.py", """
+        import proton_core as proton
+        print(proton.start("s", backend="host", ranks=[1]), proton.start("t", backend="host"))
+        proton.finalize()
+    """)
+    left_out = run([sys.executable, "prog.py"], tmp_path, RANK="0", WORLD_SIZE="2", LOCAL_RANK="0")
+    assert left_out.returncode == 0, left_out.stderr
+    assert left_out.stdout.split() == ["None", "0"]  # ranks=[1] leaves rank 0 out; no PROTON_RANKS: t starts
+    chosen = run([sys.executable, "prog.py"], tmp_path, RANK="1", WORLD_SIZE="2", LOCAL_RANK="1",
+                 PROTON_RANKS="0")
+    assert chosen.returncode == 0, chosen.stderr
+    assert chosen.stdout.split() == ["0", "None"]  # ranks= wins over PROTON_RANKS; PROTON_RANKS=0 leaves t out
