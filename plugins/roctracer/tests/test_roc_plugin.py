@@ -1,7 +1,9 @@
 """Registration and automatic choice: rocprofiler on an AMD GPU with a working SDK, never here."""
 
 import pytest
-from proton_core.testing import get_plugins
+
+import proton_core as proton
+from proton_core.testing import get_plugins, load_profile
 
 from proton_roctracer import plugin
 
@@ -18,14 +20,16 @@ def test_no_amd_gpu_here_means_not_available(monkeypatch, tmp_path):
     assert plugin.available() == f"no AMD GPU ({tmp_path / 'kfd'} is absent)"
 
 
-def test_auto_picks_rocprofiler_where_it_is_available(monkeypatch, tmp_path):
-    monkeypatch.setattr(plugin, "amd_gpu_reason", lambda: None)
-    monkeypatch.setenv("PROTON_ROCPROFILER_SDK_PATH", str(tmp_path))
-    (tmp_path / "librocprofiler-sdk.so.1").write_text("")
+def test_start_picks_rocprofiler_where_it_is_available(monkeypatch, script, tmp_path):
+    sim = script  # PROTON_ROCPROFILER_SDK_PATH names the simulator's folder
     cupti = get_plugins().backends.get("cupti")
     if cupti is not None and cupti.unavailable_reason() is None:
         pytest.skip("an NVIDIA machine: cupti outranks rocprofiler there")
+    monkeypatch.setattr(plugin, "amd_gpu_reason", lambda: None)  # as if /dev/kfd were there
     assert plugin.available() is None
-    from proton_core.manager import MANAGER
-
-    assert MANAGER._auto_backend(get_plugins()) == "rocprofiler"
+    proton.start(str(tmp_path / "p"))  # no backend named
+    sim.dispatch("k", duration_ns=4)
+    proton.finalize()
+    root, _ = load_profile(str(tmp_path / "p.hatchet"))
+    assert root["metadata"]["backend"] == "rocprofiler"
+    assert [c["metrics"]["time (ns)"] for c in root["children"] if c["frame"]["name"] == "k"] == [4]
