@@ -239,3 +239,17 @@ def test_a_trace_ends_with_its_kernels_each_with_upstreams_call_stack(tmp_path, 
     kernels = [e for e in events if e.get("cat") == "kernel"]
     assert events[-len(kernels):] == kernels and events[-1]["name"] == "foo"
     assert [k["args"]["call_stack"] for k in kernels] == [["ROOT", "init", "fill"], ["ROOT", "test", "foo"]]
+
+
+def test_upstreams_get_raw_metrics_takes_the_tree_data_get_returns(tmp_path, fake):
+    """upstream's test_get_data: ``viewer.get_raw_metrics(proton.data.get(session))``."""
+    pytest.importorskip("hatchet", reason="llnl-hatchet (the viewer extra) is not installed")
+    from proton_core.viewer.upstream_api import get_raw_metrics
+
+    sid = proton.start(str(tmp_path / "g"), backend="fake")
+    with proton.scope("test"):
+        fake.launch("foo", 500)
+    gf, inclusive, _, _ = get_raw_metrics(proton.data.get(sid))
+    assert "time (ns)" in inclusive
+    assert sorted(gf.dataframe["name"]) == ["ROOT", "foo", "test"]
+    proton.finalize()

@@ -24,6 +24,7 @@ Names and shapes follow upstream:
 
 from __future__ import annotations
 
+import json
 import os
 import tempfile
 from collections import namedtuple
@@ -109,6 +110,10 @@ def _path_of(file):
     """(path, temporary?) for a path or an open file; a file without a path on disk is copied to one."""
     if isinstance(file, (str, bytes, os.PathLike)):
         return os.fsdecode(file), False
+    if isinstance(file, (list, dict)):  # the tree itself, as proton.data.get returns it (upstream's test_get_data)
+        with tempfile.NamedTemporaryFile("w", suffix=".hatchet", delete=False) as out:
+            json.dump(file, out)
+        return out.name, True
     name = getattr(file, "name", None)
     if isinstance(name, str) and os.path.isfile(name):
         return name, False
