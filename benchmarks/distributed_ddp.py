@@ -8,7 +8,8 @@ Per rank it reports: kernels counted by the floor and by Proton (over the same s
 NCCL kernels and the scopes they were filed under, and the median step time unprofiled and profiled (each
 round runs both; the ratio is taken per round, then pooled).  Then one run where rank 1 sleeps 50 ms per
 step inside the scope ``data_wait``: ``proton-view --sort imbalance`` over its rank files must list that
-scope first, with rank 1 the slowest.  Prints a table and writes ``summary.json`` to ``--out``.
+scope first by host time (``-m cpu_time``), with rank 1 the slowest; by GPU time the all-reduce comes first,
+slowest on the rank that waited for it.  Prints a table and writes ``summary.json`` to ``--out``.
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ TRAIN = textwrap.dedent("""
     for step in range(int(os.environ.get("DDP_STEPS", "20"))):
         torch.cuda.synchronize()
         t0 = time.perf_counter()
-        with proton.scope("data_wait"):
+        with proton.cpu_timed_scope("data_wait"):  # host time: where a straggler spends its step
             if slow:
                 time.sleep(0.05)
             torch.cuda._sleep(1000)  # every rank launches one kernel here
@@ -122,42 +123,47 @@ def main() -> int:
     steps = {"DDP_STEPS": str(args.steps)}
     profile = [sys.executable, "-m", "proton_core", "-b", "cupti"]
     ratios = {0: [], 1: []}
+    floor_ratios = {0: [], 1: []}
     for r in range(args.rounds):
         run(f"bare{r}", work, torchrun(script), steps)
         run(f"proton{r}", work, profile + ["-n", os.path.join(work, f"ddp{r}")] + torchrun(script), steps)
+        run(f"floor{r}", work, torchrun(script), dict(steps, DDP_FLOOR_DIR=floor_dir))
         for rank in (0, 1):
-            ratios[rank].append(median_step(times(work, f"proton{r}", rank)) /
-                                median_step(times(work, f"bare{r}", rank)))
-    run("floor", work, torchrun(script), dict(steps, DDP_FLOOR_DIR=floor_dir))
+            bare = median_step(times(work, f"bare{r}", rank))
+            ratios[rank].append(median_step(times(work, f"proton{r}", rank)) / bare)
+            floor_ratios[rank].append(median_step(times(work, f"floor{r}", rank)) / bare)
     summary = {"rounds": args.rounds, "steps": args.steps, "ranks": {}}
     for rank in (0, 1):
         with open(os.path.join(work, f"ddp0.rank{rank}.hatchet")) as f:
             doc = json.load(f)
         found = kernels(doc[0])
         nccl = sorted({(p, n) for p, n, _ in found if "nccl" in n.lower()})
-        floor = times(work, "floor", rank)
+        floor = times(work, "floor0", rank)
         summary["ranks"][rank] = {
             "proton_kernels": sum(c for _, _, c in found),
             "floor_kernels": floor["floor_kernels"], "floor_dropped": floor["floor_dropped"],
             "nccl_kernels": sum(c for _, n, c in found if "nccl" in n.lower()),
             "nccl_scopes": sorted({"/".join(p) for p, _ in nccl}),
             "metadata": doc[0].get("metadata", {}).get("distributed"),
-            "step_ratio": ratios[rank],
+            "step_ratio": ratios[rank], "floor_step_ratio": floor_ratios[rank],
             "step_ms_bare": [1e3 * median_step(times(work, f"bare{r}", rank)) for r in range(args.rounds)],
         }
     run("slow", work, profile + ["-n", os.path.join(work, "slow")] + torchrun(script),
         dict(steps, DDP_SLOW_RANK="1"))
-    shown = subprocess.run([sys.executable, "-m", "proton_core.viewer", "--sort", "imbalance",
-                            os.path.join(work, "slow.rank0.hatchet"), os.path.join(work, "slow.rank1.hatchet")],
-                           capture_output=True, text=True, timeout=300)
-    summary["imbalance_view"] = (shown.stdout + shown.stderr).splitlines()[:40]
+    files = [os.path.join(work, "slow.rank0.hatchet"), os.path.join(work, "slow.rank1.hatchet")]
+    summary["imbalance_view"] = []
+    for metric in ("cpu_time/ms", "time/ms"):  # host time names the straggler; GPU time, who waited for it
+        shown = subprocess.run([sys.executable, "-m", "proton_core.viewer", "--sort", "imbalance", "-m", metric,
+                                *files], capture_output=True, text=True, timeout=300)
+        summary["imbalance_view"] += (shown.stdout + shown.stderr).splitlines()[:12]
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "ddp_summary.json"), "w") as f:
         json.dump(summary, f, indent=1)
     for rank, row in summary["ranks"].items():
         print(f"rank {rank}: kernels proton {row['proton_kernels']} floor {row['floor_kernels']} "
               f"(dropped {row['floor_dropped']}); NCCL {row['nccl_kernels']} under {row['nccl_scopes']}; "
-              f"step profiled/bare per round {[round(x, 3) for x in row['step_ratio']]}; "
+              f"step profiled/bare per round {[round(x, 3) for x in row['step_ratio']]}, floor/bare "
+              f"{[round(x, 3) for x in row['floor_step_ratio']]}; "
               f"bare step ms {[round(x, 1) for x in row['step_ms_bare']]}")
     print("\n".join(summary["imbalance_view"]))
     return 0
