@@ -73,7 +73,8 @@ options (before the program; everything after it is passed to the program):
   -k, --hook NAMES          layered context sources, comma-separated (triton,torch,...)
   -i, --instrument NAME     print-mem-spaces: run without profiling, every Triton
                             kernel compiled through Triton's memory-space pass
-  -o, --output-format FMT   sink to write: hatchet (tree default), chrome_trace (trace default)
+  -o, --output-format FMT   sink to write: hatchet (tree default), chrome_trace (trace default),
+                            hatchet_msgpack, pprof
       --ranks LIST          profile only these ranks, e.g. 0,3 or 0-3 (PROTON_RANKS); others run unprofiled
       --schedule SPEC       record only some steps (proton.step() ends one): skip_first=S,wait=W,
                             warmup=U,active=A,repeat=R; each active window is a phase (PROTON_SCHEDULE)
@@ -479,6 +480,9 @@ def job_environment(options: dict) -> None:
     if "ranks" in options:
         selection.parse(options["ranks"])  # a wrong list fails here, in one line, before anything runs
         os.environ[selection.ENV_VAR] = options["ranks"]
+    if "schedule" in options and options.get("on_demand"):
+        raise UsageError("--schedule and --on-demand both decide when to record: use one of them "
+                         "(docs/distributed.md, docs/on-demand.md)")
     if "schedule" in options:
         schedule.parse(options["schedule"])
         os.environ[schedule.ENV_VAR] = options["schedule"]

@@ -37,3 +37,12 @@ def test_a_programs_own_start_honours_ranks(tmp_path):
                  PROTON_RANKS="0")
     assert chosen.returncode == 0, chosen.stderr
     assert chosen.stdout.split() == ["0", "None"]  # ranks= wins over PROTON_RANKS; PROTON_RANKS=0 leaves t out
+
+
+def test_schedule_and_on_demand_together_are_refused_in_one_line(tmp_path):
+    from distributed_helpers import cli
+
+    write(tmp_path, "prog.py", "print('ran')\n")
+    result = cli(tmp_path, "--schedule", "wait=1,active=1", "--on-demand", "prog.py")
+    assert result.returncode == 2 and "ran" not in result.stdout
+    assert result.stderr.count("\n") == 1 and "--schedule and --on-demand" in result.stderr
