@@ -29,7 +29,8 @@ PLUGINS = ("cupti", "frameworks", "instrumentation", "nvtx", "roctracer", "torch
 DISTS = ["proton-profiler", *(f"proton-profiler-{p}" for p in PLUGINS)]
 # Distributions with compiled modules (a wheel per CPython version) and the module each must carry.
 NATIVE = {"proton_profiler": "proton_core._scope_fast", "proton_profiler_cupti": "proton_cupti._cupti",
-          "proton_profiler_frameworks": "proton_frameworks._triton_fast", "proton_profiler_nvtx": "proton_nvtx._inject"}
+          "proton_profiler_frameworks": "proton_frameworks._triton_fast", "proton_profiler_nvtx": "proton_nvtx._inject",
+          "proton_profiler_roctracer": "proton_roctracer._rocprofiler"}
 PYTHONS = ("3.11", os.environ.get("PROTON_PACKAGING_PYTHON", "3.12"))
 GLIBC_FLOOR = (2, 27)  # Triton 3.6.0's wheels: manylinux_2_27_x86_64.manylinux_2_28_x86_64
 
