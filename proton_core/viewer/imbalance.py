@@ -10,13 +10,20 @@ maximally imbalanced; a node no rank has a value for has no figures (NaN).
 ``zip``, ``itemgetter``, ``accumulate``), never a Python step per value.  Subtree sums come from a
 prefix sum over the pre-order, where a subtree is one run of positions (exact for integer values
 below 2**53, as times in ns and counts are).
+
+Where ``proton_core._rank_numbers`` is built (csrc/rank_numbers.c, decision 0275), the same passes run
+in C with the same float operations in the same order; a column of NaN (or of other than doubles) takes
+the Python passes.
 """
 
 from __future__ import annotations
 
+from array import array
 from dataclasses import dataclass
 from itertools import accumulate
 from operator import itemgetter, sub
+
+from .sameshape import _C
 
 NAN = float("nan")
 
@@ -54,13 +61,23 @@ class Spans:
             if p >= 0 and where[p] >= 0:
                 sizes[where[p]] += sizes[k]
         self.ends = _getter([k + s for k, s in enumerate(sizes)]) if order else (lambda values: ())
+        self.order_q = array("q", order)  # for the C passes
+        self.ends_q = array("q", [k + s for k, s in enumerate(sizes)])
 
-    def own(self, column) -> tuple:
-        """A node-indexed column at the positions of ``order``."""
+    def own(self, column):
+        """A node-indexed column at the positions of ``order`` (doubles in, doubles out: an array)."""
+        if _C is not None and _doubles(column) and self.order:
+            out = array("d")
+            out.frombytes(_C.take(column, self.order_q))
+            return out
         return self.take(column)
 
-    def subtree_sums(self, column) -> list:
+    def subtree_sums(self, column):
         """Per position, ``column`` summed over the subtree."""
+        if _C is not None and _doubles(column) and self.order:
+            out = array("d")
+            out.frombytes(_C.subtree_sums(column, self.order_q, self.ends_q))
+            return out
         prefix = [0.0, *accumulate(self.own(column))]
         return list(map(sub, self.ends(prefix), prefix[:-1]))
 
@@ -74,6 +91,10 @@ def over_ranks(columns: list, ranks: list[int], spans: Spans, size: int, scale: 
     count = len(columns)
     if not count or not spans.order:
         return Stats(low, median, high, slowest, imb)
+    if _C is not None and all(map(_doubles, columns)) and type(ranks) is list and len(ranks) == count:
+        got = _C.over_ranks(list(columns), ranks, spans.order_q, size, float(scale), shown, NAN)
+        if got is not None:  # None: a NaN among the values; sorted() decides where it goes
+            return Stats(*got)
     rows = list(zip(*columns))
     ordered = list(map(sorted, rows))
     lo = list(map(itemgetter(0), ordered))
@@ -95,3 +116,7 @@ def over_ranks(columns: list, ranks: list[int], spans: Spans, size: int, scale: 
         slowest[i] = ranks[top[k]]
         imb[i] = (h - totals[k] / count) / h if h > 0 else 0.0
     return Stats(low, median, high, slowest, imb)
+
+
+def _doubles(column) -> bool:
+    return type(column) is array and column.typecode == "d"

@@ -17,12 +17,19 @@ is not used.  A later file is taken only if its skeleton, its keys in order
 and its root's naming metadata are the same, and every slotted value is a
 number; else the caller reads it with the full reader.  Nothing is guessed:
 what this reader cannot vouch for goes the slow way.
+
+Where ``proton_core._rank_numbers`` is built (csrc/rank_numbers.c, decision
+0275) a later file is matched in C against the learnt file's bytes: literal
+runs byte for byte, numbers parsed where the learnt file had numbers.  A file
+the C reader does not take is read here, as without it; ``PROTON_PURE_PYTHON``
+or a missing extension leaves only this module's code.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import os
 from array import array
 from itertools import accumulate
 from operator import add, itemgetter
@@ -30,6 +37,20 @@ from operator import add, itemgetter
 from ..formats import hatchet, keys as file_keys
 from ..model.table import DEVICE_ID, DEVICE_TYPE, Table
 from .rankfiles import head_metadata
+
+
+def _native():
+    """``proton_core._rank_numbers`` unless it was not built or PROTON_PURE_PYTHON is set."""
+    if os.environ.get("PROTON_PURE_PYTHON", "").strip().lower() not in ("", "0", "false", "no", "off"):
+        return None
+    try:
+        from .. import _rank_numbers
+    except ImportError:
+        return None
+    return _rank_numbers
+
+
+_C = _native()
 
 MARK_METRICS = '"metrics":{'
 MARK_CHILDREN = '},"children":['
@@ -104,6 +125,7 @@ class Shape:
         self.last: list = []
         self.files = 0
         self._columns: dict = {}
+        self.native = None  # the C reader of this shape (csrc/rank_numbers.c), None where the Python one reads
 
     @classmethod
     def learn(cls, path: str, table: Table) -> "Shape | None":
@@ -113,6 +135,7 @@ class Shape:
         except hatchet.HatchetError:
             return None
         tokens = _tokens(text)
+        text_bytes = text.encode("utf-8") if _C is not None else b""
         del text
         if tokens is None:
             return None
@@ -166,15 +189,63 @@ class Shape:
         shape.sums = [0] * len(values)  # every position (device ids, separators: unused); ints stay exact
         shape.take = _getter(shape.positions)
         shape.take_devices = _getter([p for p, _ in shape.device_slots])
+        shape.native = _native_reader(text_bytes, values) if _C is not None else None
         return shape
 
     def read(self, path: str):
         """(the file's values, its device info, device-id slots that differ from the learnt file's) where
         ``path`` has this shape (its numbers added to the sums), else None."""
+        if self.native is not None:
+            data = _read_bytes(path)
+            if data is None:
+                return None
+            got = self._read_native(path, data)
+            if got is not _UNDECIDED:
+                return got
+            self.sums, self.last = self.native.sums(), list(memoryview(self.native.last()).cast("d"))[:-1]
+            try:
+                text = data.decode("utf-8")
+            except UnicodeDecodeError:
+                return None
+            del data
+            got = self._read_python(path, text)
+            if got is not None:  # the sums are Python's from now on
+                self.native = None
+            return got
         try:
             text = hatchet.read_text(path)
         except hatchet.HatchetError:  # binary (hatchet_msgpack, gzip) or unreadable: the full reader says which
             return None
+        return self._read_python(path, text)
+
+    def _read_native(self, path: str, data: bytes):
+        """:meth:`read` through the C reader: its answer, or _UNDECIDED where the Python reader must read."""
+        native = self.native
+        at = native.parse(data)
+        if at < 0:
+            return _UNDECIDED
+        try:
+            tail = data[at:].decode("utf-8")
+        except UnicodeDecodeError:  # the whole text would not decode either
+            return None
+        comma = tail.find(",")
+        closing, devices_text = (tail, None) if comma < 0 else (tail[:comma], tail[comma + 1:])
+        if closing != self.closing:
+            return None
+        try:
+            devices = json.loads(devices_text[:-1]) if devices_text else {}
+        except (ValueError, TypeError, OverflowError):
+            return None
+        if not isinstance(devices, dict) or _naming(head_metadata(path)) != self.naming:
+            return None
+        slots = self.device_slots
+        moved = [slots[j][1] for j in native.moved()]
+        native.commit()
+        self.files += 1
+        return native.last(), devices, moved
+
+    def _read_python(self, path: str, text: str):
+        """:meth:`read` of ``text`` by the Python reader."""
         tokens = _tokens(text)
         del text
         if tokens is None:
@@ -199,9 +270,20 @@ class Shape:
         self.files += 1
         return values, devices, moved
 
-    def column(self, name: str, values: list, mapping, size: int) -> array:
-        """A file's values (as :meth:`read` gave them) of ``name`` on the union's nodes (``mapping``: learnt
-        node -> union node), 0 where none."""
+    def column(self, name: str, values, mapping, size: int) -> array:
+        """A file's values (as :meth:`read` gave them: a list, or the C reader's doubles as bytes) of ``name``
+        on the union's nodes (``mapping``: learnt node -> union node), 0 where none."""
+        if isinstance(values, bytes):
+            where = self._columns.get(("native", name, size))
+            if where is None:
+                where = array("q", [len(values) // 8 - 1]) * size  # the 0.0 after the values: no value there
+                for p, i, key in zip(self.positions, self.nodes, self.names):
+                    if key == name:
+                        where[mapping[i]] = p
+                self._columns[("native", name, size)] = where
+            out = array("d")
+            out.frombytes(_C.take(memoryview(values).cast("d"), where))
+            return out
         take = self._columns.get((name, size))
         if take is None:
             where = [len(values) - 1] * size  # the 0 read() put after the values: the file has no value there
@@ -215,6 +297,8 @@ class Shape:
         """Add the sums of the files read through this shape into ``union`` (properties: the last file's)."""
         if not self.files:
             return
+        if self.native is not None:
+            self.sums, self.last = self.native.sums(), list(memoryview(self.native.last()).cast("d"))
         cols = {name: union.column(name) for name in set(self.names)}
         properties = {name for name in cols if union.kind(name) == "pty"}
         sums, lasts = self.take(self.sums), self.take(self.last)
@@ -227,3 +311,33 @@ class Shape:
                 col[j] = value
             except OverflowError:  # an int sum past a double: infinite, clamped where shown (decision 0180)
                 col[j] = math.inf if value > 0 else -math.inf
+
+
+_UNDECIDED = object()  # the C reader leaves the file to the Python one
+
+
+def _read_bytes(path: str) -> bytes | None:
+    """A file's bytes, None where :func:`hatchet.read_text` would refuse it for what it is (missing, a directory,
+    unreadable); its text is checked later (the C reader's literals are the learnt file's text)."""
+    try:
+        if os.path.isdir(path):
+            return None
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError:
+        return None
+
+
+def _native_reader(data: bytes, values: list):
+    """The C reader of the learnt file ``data`` whose flat values the Python reader found to be ``values``;
+    None where it refuses the file or reads it otherwise (every value, its type and a zero's sign, must agree)."""
+    try:
+        reader = _C.Reader(data)
+    except (ValueError, MemoryError):
+        return None
+    mine = reader.values(data)
+    if mine is None or len(mine) != len(values) or list(map(type, mine)) != list(map(type, values)) or mine != values:
+        return None
+    if any(math.copysign(1.0, a) != math.copysign(1.0, b) for a, b in zip(mine, values) if type(a) is float and a == 0):
+        return None
+    return reader
