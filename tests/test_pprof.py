@@ -16,7 +16,6 @@ import pytest
 
 import proton_core as proton
 from proton_core.formats import pprof_read, pprof_schema
-from proton_core.plugins import DEFAULT_PLUGINS, get_plugins
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 UPSTREAM = os.path.join(ROOT, "tests", "data", "upstream", "upstream.hatchet")
@@ -24,18 +23,6 @@ PROTO = os.path.join(ROOT, "proton_core", "formats", "pprof_profile.proto")
 LINE = "/src/kern.py:42"
 
 
-@pytest.fixture(autouse=True)
-def pprof_sink():
-    """The sink, registered at run time where the core does not list it among its defaults."""
-    plugins = get_plugins()
-    added = plugins.sinks.get("pprof") is None
-    if added:
-        from proton_core.sinks import pprof
-
-        plugins.register(pprof, name="pprof_sink", distribution="proton (test)")
-    yield
-    if added:
-        plugins.unregister("pprof_sink")
 
 
 def by_path(profile) -> dict:
@@ -355,8 +342,6 @@ def test_viewer_errors_are_one_line(tmp_path, capsys, argv, words):
 
 
 # --------------------------------------------------------------------- CLI ----
-@pytest.mark.skipif("proton_core.sinks.pprof" not in DEFAULT_PLUGINS,
-                    reason="the pprof sink is not among proton_core.plugins.DEFAULT_PLUGINS yet")
 def test_cli_writes_pprof(tmp_path):
     import subprocess
     import sys

@@ -14,7 +14,6 @@ import subprocess
 import pytest
 
 import proton_core as proton
-from proton_core.plugins import get_plugins
 
 GO = shutil.which("go")
 pytestmark = pytest.mark.skipif(GO is None, reason="no `go` on PATH: install Debian's golang-go for go tool pprof "
@@ -23,17 +22,6 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 UPSTREAM = os.path.join(ROOT, "tests", "data", "upstream", "upstream.hatchet")
 
 
-@pytest.fixture(autouse=True)
-def pprof_sink():
-    plugins = get_plugins()
-    added = plugins.sinks.get("pprof") is None
-    if added:
-        from proton_core.sinks import pprof
-
-        plugins.register(pprof, name="pprof_sink", distribution="proton (test)")
-    yield
-    if added:
-        plugins.unregister("pprof_sink")
 
 
 def go_pprof(*args) -> str:

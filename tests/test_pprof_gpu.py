@@ -9,22 +9,10 @@ import pytest
 
 import proton_core as proton
 from proton_core.formats import pprof_read
-from proton_core.plugins import get_plugins
 
 pytestmark = pytest.mark.gpu
 
 
-@pytest.fixture(autouse=True)
-def pprof_sink():
-    plugins = get_plugins()
-    added = plugins.sinks.get("pprof") is None
-    if added:
-        from proton_core.sinks import pprof
-
-        plugins.register(pprof, name="pprof_sink", distribution="proton (test)")
-    yield
-    if added:
-        plugins.unregister("pprof_sink")
 
 
 @pytest.fixture
