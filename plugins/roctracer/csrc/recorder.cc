@@ -16,7 +16,20 @@ namespace {
 // initial-exec: the static TLS block that dlopen'ed modules share is small, and the cupti extension
 // already takes part of it ("cannot allocate memory in static TLS block" when both load).
 thread_local uint64_t tls_ctx = 0;
+// Whether the core ever set this thread's context, and whether it is the process's main thread (-1: not looked
+// up yet).  A thread whose context was never set (HIP's or autograd's worker threads) launches under the main
+// thread's context of the moment, as with CUPTI (decision 0245).
+thread_local bool tls_own = false;
+thread_local int8_t tls_main = -1;
+std::atomic<uint64_t> g_main_ctx{0};
 std::atomic<Recorder::ContextProvider> g_provider{nullptr};
+
+inline bool is_main_thread() {
+  if (tls_main < 0) tls_main = syscall(SYS_gettid) == getpid() ? 1 : 0;
+  return tls_main == 1;
+}
+
+inline uint64_t thread_context() { return tls_own ? tls_ctx : g_main_ctx.load(std::memory_order_relaxed); }
 
 // The last few contexts this thread launched under and their trie nodes: no lock on a repeat.
 struct CachedContext {
@@ -68,8 +81,12 @@ Recorder& recorder() {
 
 Recorder::Recorder() : slots_(new Slot[kSlots]) {}
 
-void Recorder::set_context(uint64_t ctx) { tls_ctx = ctx; }
-uint64_t Recorder::context() { return tls_ctx; }
+void Recorder::set_context(uint64_t ctx) {
+  tls_ctx = ctx;
+  tls_own = true;
+  if (is_main_thread()) g_main_ctx.store(ctx, std::memory_order_relaxed);
+}
+uint64_t Recorder::context() { return thread_context(); }
 void Recorder::set_provider(ContextProvider p) { g_provider.store(p, std::memory_order_release); }
 
 void Recorder::reset() {
@@ -183,7 +200,8 @@ uint32_t Recorder::intern_locked(uint32_t parent, uint32_t kind, uint64_t value)
 
 uint32_t Recorder::current_node() {
   Recorder::ContextProvider provider = g_provider.load(std::memory_order_acquire);
-  uint64_t ctx = provider != nullptr ? provider(tls_ctx) : tls_ctx;
+  uint64_t own = thread_context();
+  uint64_t ctx = provider != nullptr ? provider(own) : own;
   if (python_frames_.load(std::memory_order_relaxed)) return frames_node(ctx);
   uint32_t gen = generation_.load(std::memory_order_acquire);
   CachedContext& c = tls.cache[(ctx * 0x9E3779B97F4A7C15ull) >> (64 - kCacheBits)];

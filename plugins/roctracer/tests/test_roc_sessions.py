@@ -71,6 +71,20 @@ def test_threads_keep_their_own_contexts(script, tmp_path):
         assert (m["count"], m["time (ns)"], m["device_id"]) == (50, 50 * (i + 1), str(i % 2))
 
 
+def test_a_thread_without_scopes_dispatches_under_the_main_threads_scope(script, tmp_path):
+    """Decision 0245, as with CUPTI: a worker that never opened a scope (autograd's backward thread) files its
+    kernels under the scope the main thread is in."""
+    sim = script
+    proton.start(str(tmp_path / "p"), backend="rocprofiler")
+    with proton.scope("backward"):
+        t = threading.Thread(target=sim.dispatch, args=("grad",), kwargs={"gpu": 0, "duration_ns": 9})
+        t.start()
+        t.join()
+    proton.finalize()
+    root, _ = profile(tmp_path)
+    assert kernels(child(root, "backward"))["grad"]["count"] == 1 and "grad" not in kernels(root)
+
+
 def test_out_of_order_records_are_placed_by_their_launch(script, tmp_path):
     sim = script
     sim.script(seed=12345, per_callback=7)  # shuffled, delivered 7 records per callback
