@@ -431,7 +431,7 @@ static void Reader_dealloc(Reader *r)
 static int Reader_init(Reader *r, PyObject *args, PyObject *kw)
 {
     Py_buffer b;
-    if (r->ops) {
+    if (r->learnt) {
         PyErr_SetString(PyExc_TypeError, "Reader is initialised once");
         return -1;
     }
@@ -464,9 +464,20 @@ static PyObject *value_object(int64_t i, double d, uint8_t f)
     return f ? PyFloat_FromDouble(d) : PyLong_FromLongLong((long long)i);
 }
 
+static int ready(Reader *r)
+{
+    if (!r->last) {
+        PyErr_SetString(PyExc_ValueError, "Reader was not made from a learnt file");
+        return 0;
+    }
+    return 1;
+}
+
 /* values(data): the file's values (ints, floats) numbered as _flat numbers them; None where not this reader's. */
 static PyObject *Reader_values(Reader *r, PyObject *arg)
 {
+    if (!ready(r))
+        return NULL;
     Py_buffer b;
     if (PyObject_GetBuffer(arg, &b, PyBUF_SIMPLE) < 0)
         return NULL;
@@ -491,6 +502,8 @@ static PyObject *Reader_values(Reader *r, PyObject *arg)
 /* parse(data): the tail's offset where data has the learnt shape and its sums can be added, else -1. */
 static PyObject *Reader_parse(Reader *r, PyObject *arg)
 {
+    if (!ready(r))
+        return NULL;
     Py_buffer b;
     if (PyObject_GetBuffer(arg, &b, PyBUF_SIMPLE) < 0)
         return NULL;
@@ -511,6 +524,8 @@ static PyObject *Reader_parse(Reader *r, PyObject *arg)
 /* moved(): the indexes (in device_id pairs' order) whose device differs from the learnt file's. */
 static PyObject *Reader_moved(Reader *r, PyObject *unused)
 {
+    if (!ready(r))
+        return NULL;
     PyObject *out = PyList_New(0);
     if (!out)
         return NULL;
@@ -531,6 +546,8 @@ static PyObject *Reader_moved(Reader *r, PyObject *unused)
 /* commit(): the parsed file's values added to the sums (as Python adds int and float) and kept as the last. */
 static PyObject *Reader_commit(Reader *r, PyObject *unused)
 {
+    if (!ready(r))
+        return NULL;
     for (Py_ssize_t k = 0; k < r->nvalues; k++) {
         if (r->pf[k]) {
             double x = r->pd[k];
@@ -557,6 +574,8 @@ static PyObject *Reader_commit(Reader *r, PyObject *unused)
 /* sums(): the sums as a list of ints and floats (what map(add) would have given). */
 static PyObject *Reader_sums(Reader *r, PyObject *unused)
 {
+    if (!ready(r))
+        return NULL;
     PyObject *out = PyList_New(r->nvalues);
     if (!out)
         return NULL;
@@ -574,6 +593,8 @@ static PyObject *Reader_sums(Reader *r, PyObject *unused)
 /* last(): the last committed file's values as doubles (bytes), a trailing 0.0 after them. */
 static PyObject *Reader_last(Reader *r, PyObject *unused)
 {
+    if (!ready(r))
+        return NULL;
     return PyBytes_FromStringAndSize((const char *)r->last, (Py_ssize_t)sizeof(double) * (r->nvalues + 1));
 }
 
