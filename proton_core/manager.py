@@ -17,6 +17,7 @@ from . import config, destinations, epoch_switching, log, periodic, routing
 from .activity import ACTIVITY
 from .backend import context_setter
 from .context import THREAD
+from .distributed import identity
 from .errors import BackendUnavailable, ProtonError
 from .model import Profile
 from .output import DEFAULT_FORMAT, check_format, output_path, write, write_parts
@@ -115,6 +116,8 @@ class Manager:
             session = Session(sid, name, context, base, data, state, mode, layer_objs, output_format)
             self.asked[sid] = asked
             session.nvtx = nvtx if nvtx is not None else not config.triton_nvtx_off()  # None: Triton's knob, else on
+            if identity.from_environment() is not None:  # a rank of a job: its process group named in its files
+                identity.watch()
             if periodic_options is not None:  # before the epochs: launches=N arms the backend's switching
                 session.writer = periodic.Writer(self, session, periodic_options)
             if resume is not None and resume.data == data:

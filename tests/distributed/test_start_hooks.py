@@ -46,3 +46,22 @@ def test_schedule_and_on_demand_together_are_refused_in_one_line(tmp_path):
     result = cli(tmp_path, "--schedule", "wait=1,active=1", "--on-demand", "prog.py")
     assert result.returncode == 2 and "ran" not in result.stdout
     assert result.stderr.count("\n") == 1 and "--schedule and --on-demand" in result.stderr
+
+
+def test_the_backend_is_named_though_the_program_never_steps_and_destroys_its_group(tmp_path):
+    """A program that calls no proton.step() and destroys its process group before exit: its rank files still
+    name the group's backend (noted as the program destroys it)."""
+    from test_follow import TRAIN, torchrun_missing
+
+    from distributed_helpers import cli, meta
+
+    reason = torchrun_missing()
+    if reason:
+        import pytest
+
+        pytest.skip(reason)
+    write(tmp_path, "train.py", TRAIN.replace("        proton.step()\n", ""))
+    result = cli(tmp_path, "-n", "run", "torchrun", "--standalone", "--nproc-per-node", "2", "train.py",
+                 timeout=300, OMP_NUM_THREADS=1)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert [meta(tmp_path / f"run.rank{r}.hatchet")["distributed"]["backend"] for r in (0, 1)] == ["gloo", "gloo"]
