@@ -104,6 +104,8 @@ ODD = {
     "leading zero": (b'"count":', b'"count":0'),
     "device 01": (b'"device_id":"1"', b'"device_id":"01"'),
     "device moved": (b'"device_id":"1"', b'"device_id":"7"'),
+    "negative": (b'"count":1', b'"count":-1'),
+    "negative device": (b'"device_id":"1"', b'"device_id":"-1"'),
     "device float": (b'"device_id":"1"', b'"device_id":"1.5"'),
     "hip": (b'"device_type":"CUDA"', b'"device_type":"HIP"'),
     "other device kind": (b'"device_type":"CUDA"', b'"device_type":"MLU"'),
@@ -119,7 +121,7 @@ ODD = {
 }
 
 #: odd files whose numbers the C reader takes (the others: the Python reader decides)
-C_TAKES = {"exponent", "device moved", "hip", "other run", "renamed data", "escaped mark in metadata"}
+C_TAKES = {"exponent", "device moved", "negative", "negative device", "hip", "other run", "renamed data", "escaped mark in metadata"}
 #: odd files the C reader leaves to the Python reader, which takes them (the C reader is then set aside)
 PYTHON_TAKES = {"bool", "space", "host non-ascii", "device float"}
 #: odd files whose marks cut the text where the learnt file has none: whichever reader, the same answer
