@@ -267,3 +267,11 @@ def test_view_output_equals_the_pure_python_view(tmp_path, capsys, monkeypatch):
     for argv, want in zip(argvs, fast):
         assert viewer.main(argv) == 0
         assert capsys.readouterr() == want
+
+
+def test_a_lone_negative_zero_keeps_its_sign(monkeypatch):
+    """accumulate() starts from the first value itself, not 0.0 + it: a one-node tree of -0.0 sums to -0.0."""
+    spans = imbalance.Spans([0], [-1], 1)
+    fast = spans.subtree_sums(array("d", [-0.0]))
+    monkeypatch.setattr(imbalance, "_C", None)
+    assert _same(fast, spans.subtree_sums(array("d", [-0.0]))) and repr(fast[0]) == "-0.0"
