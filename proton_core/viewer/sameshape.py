@@ -202,13 +202,17 @@ class Shape:
             got = self._read_native(path, data)
             if got is not _UNDECIDED:
                 return got
-            self.sums, self.last = self.native.sums(), list(memoryview(self.native.last()).cast("d"))[:-1]
             try:
                 text = data.decode("utf-8")
             except UnicodeDecodeError:
                 return None
             del data
-            got = self._read_python(path, text)
+            tokens = _tokens(text)
+            del text
+            if tokens is None or tokens[1] != self.closing or tokens[0] != self.skeleton:
+                return None  # another shape (the usual case here): the C reader's sums stay as they are
+            self.sums, self.last = self.native.sums(), list(memoryview(self.native.last()).cast("d"))[:-1]
+            got = self._read_python(path, tokens)
             if got is not None:  # the sums are Python's from now on
                 self.native = None
             return got
@@ -216,7 +220,9 @@ class Shape:
             text = hatchet.read_text(path)
         except hatchet.HatchetError:  # binary (hatchet_msgpack, gzip) or unreadable: the full reader says which
             return None
-        return self._read_python(path, text)
+        tokens = _tokens(text)
+        del text
+        return self._read_python(path, tokens)
 
     def _read_native(self, path: str, data: bytes):
         """:meth:`read` through the C reader: its answer, or _UNDECIDED where the Python reader must read."""
@@ -244,10 +250,8 @@ class Shape:
         self.files += 1
         return native.last(), devices, moved
 
-    def _read_python(self, path: str, text: str):
-        """:meth:`read` of ``text`` by the Python reader."""
-        tokens = _tokens(text)
-        del text
+    def _read_python(self, path: str, tokens):
+        """:meth:`read` by the Python reader, of a text cut by :func:`_tokens`."""
         if tokens is None:
             return None
         skeleton, closing, contents, devices_text = tokens
