@@ -342,6 +342,6 @@ def _native_reader(data: bytes, values: list):
     mine = reader.values(data)
     if mine is None or len(mine) != len(values) or list(map(type, mine)) != list(map(type, values)) or mine != values:
         return None
-    if any(math.copysign(1.0, a) != math.copysign(1.0, b) for a, b in zip(mine, values) if type(a) is float and a == 0):
+    if array("d", mine).tobytes() != array("d", values).tobytes():  # a zero's sign (== takes -0.0 for 0.0)
         return None
     return reader
