@@ -121,7 +121,8 @@ ODD = {
 }
 
 #: odd files whose numbers the C reader takes (the others: the Python reader decides)
-C_TAKES = {"exponent", "device moved", "negative", "negative device", "hip", "other run", "renamed data", "escaped mark in metadata"}
+C_TAKES = {"exponent", "device moved", "negative", "negative device", "hip", "other run", "renamed data",
+           "escaped mark in metadata"}
 #: odd files the C reader leaves to the Python reader, which takes them (the C reader is then set aside)
 PYTHON_TAKES = {"bool", "space", "host non-ascii", "device float"}
 #: odd files whose marks cut the text where the learnt file has none: whichever reader, the same answer
@@ -256,8 +257,8 @@ def test_view_output_equals_the_pure_python_view(tmp_path, capsys, monkeypatch):
     p.write_bytes(p.read_bytes().replace(b'"count":1', b'"count":1.5').replace(b'"device_id":"1"', b'"device_id":"4"'))
     p = tmp_path / "bench.rank3.hatchet"
     p.write_bytes(p.read_bytes().replace(b'"count":2,', b'"count": 2,', 1))  # the Python reader's, then Python sums
-    argvs = [[str(tmp_path)], ["--sort", "imbalance", str(tmp_path)], ["-m", "time/us,count,cpu_time/ns", str(tmp_path)],
-             ["-m", "count", str(tmp_path)]]
+    argvs = [[str(tmp_path)], ["--sort", "imbalance", str(tmp_path)],
+             ["-m", "time/us,count,cpu_time/ns", str(tmp_path)], ["-m", "count", str(tmp_path)]]
     fast = []
     for argv in argvs:
         assert viewer.main(argv) == 0
