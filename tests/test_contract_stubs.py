@@ -24,6 +24,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 #: module -> (its stub, relative to the repository; the distribution folder; what must be imported first)
 STUBS = {
     "proton_core._scope_fast": ("proton_core/_scope_fast.pyi", ".", None),
+    "proton_core._rank_numbers": ("proton_core/_rank_numbers.pyi", ".", None),
     "proton_cupti._cupti": ("plugins/cupti/src/proton_cupti/_cupti.pyi", "plugins/cupti", None),
     "proton_nvtx._inject": ("plugins/nvtx/src/proton_nvtx/_inject.pyi", "plugins/nvtx", None),
     "proton_frameworks._triton_fast": ("plugins/frameworks/src/proton_frameworks/_triton_fast.pyi",
