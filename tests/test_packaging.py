@@ -143,11 +143,11 @@ def built(tmp_path_factory):
 
 @pytest.fixture(scope="module", params=PYTHONS)
 def ours(request, built, tmp_path_factory):
-    """A venv of that Python with proton-profiler[cupti,viewer,nvtx,frameworks] from the wheelhouse, installed
+    """A venv of that Python with proton-profiler[cupti,viewer,nvtx,frameworks,roctracer] from the wheelhouse, installed
     where no compiler can be found and our distributions only as wheels."""
     venv = Venv(tmp_path_factory.mktemp(f"ours{request.param}") / "venv", interpreter(request.param), compiler=False)
     venv.pip_install("--find-links", built[0], "--only-binary", ",".join(DISTS),
-                     "proton-profiler[cupti,viewer,nvtx,frameworks]")
+                     "proton-profiler[cupti,viewer,nvtx,frameworks,roctracer]")
     return venv
 
 
