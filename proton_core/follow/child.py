@@ -2,7 +2,8 @@
 
 Each followed process writes its own file: ``<name>.rank<k>.<ext>`` where the launcher gave it a rank,
 else ``<name>.pid<P>.<ext>``.  Like the CLI's program, the process's own ``proton.start``/``finalize``
-calls are ignored.  A followed process that recorded nothing (a launcher's helper, a tool run by the
+calls are ignored.  A rank always writes its file, empty or not (the merged view then names every rank).
+A followed process without a rank that recorded nothing (a launcher's helper, a tool run by the
 job) writes nothing: only processes with data leave files.  A rank left out by ``PROTON_RANKS``,
 or a process where profiling is switched off, starts nothing.
 """
@@ -73,6 +74,7 @@ def recorded_nothing(session) -> bool:
 
 def write_at_exit(session_id: int) -> None:
     """Write the session when the process ends; a session that recorded nothing is closed unwritten."""
+    from ..distributed import identity
     from ..errors import ProtonError
     from ..manager import MANAGER
 
@@ -80,7 +82,7 @@ def write_at_exit(session_id: int) -> None:
     if session is None or session.closed:
         return
     try:
-        if recorded_nothing(session):
+        if recorded_nothing(session) and identity.from_environment() is None:  # a rank's file is always written
             MANAGER.reset()
             return
         paths = MANAGER.finalize(fallback=True)

@@ -65,3 +65,15 @@ def test_the_backend_is_named_though_the_program_never_steps_and_destroys_its_gr
                  timeout=300, OMP_NUM_THREADS=1)
     assert result.returncode == 0, result.stderr[-3000:]
     assert [meta(tmp_path / f"run.rank{r}.hatchet")["distributed"]["backend"] for r in (0, 1)] == ["gloo", "gloo"]
+
+
+def test_a_rank_that_recorded_nothing_still_writes_its_file(tmp_path):
+    """'A file per rank, always': a rank whose program opened no scope on a machine without a GPU (the host
+    backend records nothing then) leaves an empty rank file, so the merged view counts it; a process without a
+    rank that recorded nothing leaves none."""
+    from distributed_helpers import cli
+
+    ranked = cli(tmp_path, "-n", "out", "python3", "-c", "pass", RANK="1", WORLD_SIZE="2", LOCAL_RANK="1")
+    assert ranked.returncode == 0, ranked.stderr
+    assert sorted(p.name for p in tmp_path.glob("out*")) == ["out.rank1.hatchet"]
+    assert "profile written to" in ranked.stderr
