@@ -10,9 +10,10 @@ or a process where profiling is switched off, starts nothing.
 
 from __future__ import annotations
 
+from ..log import write_stderr  # one write a line: ranks print at once
+
 import atexit
 import os
-import sys
 
 from . import OPTIONS_VAR, after_start, decode
 
@@ -20,8 +21,7 @@ from . import OPTIONS_VAR, after_start, decode
 def start_from_environment() -> int | None:
     options = decode(os.environ.get(OPTIONS_VAR, ""))
     if options is None:
-        print(f"proton: {OPTIONS_VAR} is not a JSON object of session options; this process runs unprofiled",
-              file=sys.stderr)
+        write_stderr(f"proton: {OPTIONS_VAR} is not a JSON object of session options; this process runs unprofiled\n")
         return None
     return start(options)
 
@@ -53,7 +53,7 @@ def start(options: dict) -> int | None:
                             backend=options.get("backend"), mode=options.get("mode"), hook=options.get("hook"),
                             output_format=options.get("output_format"))
     except ProtonError as exc:
-        print(f"proton: process {os.getpid()} runs unprofiled: {str(exc).splitlines()[0]}", file=sys.stderr)
+        write_stderr(f"proton: process {os.getpid()} runs unprofiled: {str(exc).splitlines()[0]}\n")
         return None
     MANAGER.cli_owned = True
     atexit.register(write_at_exit, sid)  # after the exit flush's registration: runs before it
@@ -88,11 +88,11 @@ def write_at_exit(session_id: int) -> None:
         paths = MANAGER.finalize(fallback=True)
     except KeyboardInterrupt:
         MANAGER.reset()
-        print("proton: interrupted while writing the profile: it was not written", file=sys.stderr)
+        write_stderr("proton: interrupted while writing the profile: it was not written\n")
         return
     except (ProtonError, OSError) as exc:
         MANAGER.reset()
-        print(f"proton: {str(exc).splitlines()[0]}", file=sys.stderr)
+        write_stderr(f"proton: {str(exc).splitlines()[0]}\n")
         return
     for path in paths:
-        print(f"proton: profile written to {os.path.abspath(path)}", file=sys.stderr)
+        write_stderr(f"proton: profile written to {os.path.abspath(path)}\n")
