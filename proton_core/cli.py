@@ -442,21 +442,13 @@ def output_name(options: dict) -> str:
 
 def write_at_end(status: int) -> int:
     """Write the CLI's session after the program; the program's status is kept, a second Ctrl-C is one line."""
+    from .exit_flush import finalize_and_say
     from .manager import MANAGER
 
-    try:
-        paths = MANAGER.finalize(fallback=True)
-    except KeyboardInterrupt:
-        MANAGER.reset()  # nothing more to write at exit
-        print("proton: interrupted while writing the profile: it was not written", file=sys.stderr)
-        return status or 130
-    except ProtonError as exc:
-        MANAGER.reset()
-        print(f"proton: {str(exc).splitlines()[0]}", file=sys.stderr)
-        return status or 2
-    for path in paths:
-        print(f"proton: profile written to {os.path.abspath(path)}", file=sys.stderr)
-    return status
+    outcome = finalize_and_say(MANAGER)
+    if outcome is None:
+        return status
+    return status or (130 if outcome == "interrupted" else 2)
 
 
 def launcher_files() -> set[str]:

@@ -68,6 +68,27 @@ def install(manager) -> None:
             signal.signal(signum, _on_signal)
 
 
+def finalize_and_say(manager) -> str | None:
+    """Write every open session at a program's end (the temporary directory where the name fails) and say each
+    path in one line, one write a line (ranks of a job print at once).  Returns None when written, else
+    ``"interrupted"`` (a second Ctrl-C) or ``"failed"``; either way nothing more is written at exit."""
+    from .errors import ProtonError
+
+    try:
+        paths = manager.finalize(fallback=True)
+    except KeyboardInterrupt:
+        manager.reset()
+        log.write_stderr("proton: interrupted while writing the profile: it was not written\n")
+        return "interrupted"
+    except (ProtonError, OSError) as exc:
+        manager.reset()
+        log.write_stderr(f"proton: {str(exc).splitlines()[0]}\n")
+        return "failed"
+    for path in paths:
+        log.write_stderr(f"proton: profile written to {os.path.abspath(path)}\n")
+    return None
+
+
 def write_open_sessions(why: str) -> list[str]:
     """Write every open session of this process; never raises (the program is ending).
 

@@ -76,6 +76,7 @@ def write_at_exit(session_id: int) -> None:
     """Write the session when the process ends; a session that recorded nothing is closed unwritten."""
     from ..distributed import identity
     from ..errors import ProtonError
+    from ..exit_flush import finalize_and_say
     from ..manager import MANAGER
 
     session = MANAGER.sessions.get(session_id)
@@ -85,7 +86,6 @@ def write_at_exit(session_id: int) -> None:
         if recorded_nothing(session) and identity.from_environment() is None:  # a rank's file is always written
             MANAGER.reset()
             return
-        paths = MANAGER.finalize(fallback=True)
     except KeyboardInterrupt:
         MANAGER.reset()
         write_stderr("proton: interrupted while writing the profile: it was not written\n")
@@ -94,5 +94,4 @@ def write_at_exit(session_id: int) -> None:
         MANAGER.reset()
         write_stderr(f"proton: {str(exc).splitlines()[0]}\n")
         return
-    for path in paths:
-        write_stderr(f"proton: profile written to {os.path.abspath(path)}\n")
+    finalize_and_say(MANAGER)
