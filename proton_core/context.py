@@ -16,6 +16,8 @@ import threading
 
 ROOT_ID = 0
 SCOPE, STATE, OP = "scope", "state", "op"
+#: The scope a Triton hook opens around launch_metadata, upstream's name for it (its viewer and ours hide it).
+METADATA_SCOPE = "__proton_launch_metadata"
 
 
 class ContextTree:

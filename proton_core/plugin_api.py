@@ -39,7 +39,7 @@ Errors and messages
 from __future__ import annotations
 
 from .backend import CAPTURED_AT, NODE_CAPTURED_AT, NODE_CONTEXT, NODE_FRAME, Backend, Batch, register_unavailable
-from .context import SETTLERS, THREAD, ContextSource, settle, capture_frames, internal_paths, is_internal, register_internal_path
+from .context import METADATA_SCOPE, SETTLERS, THREAD, ContextSource, settle, capture_frames, internal_paths, is_internal, register_internal_path
 from .contexts.base import BaseContext
 from .model import Profile, Trace, Tree
 from .model.trace import KernelEvent, KernelSlice, ScopeEvent
@@ -66,7 +66,7 @@ __all__ = [
     "SharedInstall", "register_internal_path", "is_internal", "capture_frames",
     # native scope sources
     "register_context_ids", "native_context_setters", "innermost_scope", "register_settler", "unregister_settler",
-    "context_names", "open_scope",
+    "context_names", "open_scope", "METADATA_SCOPE",
     "close_scope", "open_op", "close_op", "metric_name", "add_numbers_here", "open_counted_op",
     "add_cpu_time_at",
     "add_scope_event", "open_sessions", "NATIVE_CONTEXT_CAPSULE",

@@ -8,7 +8,7 @@ was set before the matching ``enter_state`` (upstream clears it), per thread.
 
 from __future__ import annotations
 
-from .context import THREAD
+from .context import METADATA_SCOPE, THREAD
 from .manager import MANAGER
 from .scope import _check_name, state
 
@@ -16,7 +16,7 @@ __all__ = ["state", "enter_state", "exit_state", "metadata_state", "COMPUTE_META
 
 #: Upstream's name for the work a profiler hook does to compute launch metadata; viewers hide it
 #: (proton_core.viewer.shape.METADATA_SCOPE is the same name).
-COMPUTE_METADATA_SCOPE_NAME = "__proton_launch_metadata"
+COMPUTE_METADATA_SCOPE_NAME = METADATA_SCOPE
 
 
 def _set(name: str | None) -> None:

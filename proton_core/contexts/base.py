@@ -7,7 +7,7 @@ A path is a list of ``(kind, name)`` elements; kinds are the core's
 
 from __future__ import annotations
 
-from ..context import OP, STATE, TREE, ContextSource
+from ..context import METADATA_SCOPE, OP, STATE, TREE, ContextSource
 
 FRAME, CAPTURED = "frame", "captured_at"
 
@@ -30,11 +30,7 @@ class BaseContext(ContextSource):
         raise NotImplementedError
 
 
-#: The scope a Triton hook opens around launch_metadata (proton_core.state.COMPUTE_METADATA_SCOPE_NAME): an
-#: annotation like a state, so the python context files what launch_metadata launches under it too.
-METADATA_SCOPE = "__proton_launch_metadata"
-
-
 def annotations_only(context_id: int) -> list[tuple[str, str]]:
-    """The state and op elements of a context, and the launch-metadata scope (what the python context keeps)."""
+    """The state and op elements of a context, and the launch-metadata scope, an annotation like a state (what
+    the python context keeps, so what launch_metadata launches is filed under it there too)."""
     return [e for e in TREE.path(context_id) if e[0] in (STATE, OP) or e[1] == METADATA_SCOPE]

@@ -14,10 +14,10 @@ import contextvars
 import itertools
 import re
 
-from proton_core.plugin_api import ProtonError
+from proton_core.plugin_api import METADATA_SCOPE, ProtonError
 
 #: upstream's name of the scope launch metadata is computed under; proton-view hides it
-COMPUTE_METADATA_SCOPE_NAME = "__proton_launch_metadata"
+COMPUTE_METADATA_SCOPE_NAME = METADATA_SCOPE
 
 #: the id of the calling thread's latest Triton launch (``hook="triton"``, after ``LaunchHook`` or ``ids_on``)
 id = contextvars.ContextVar("proton_launch_id", default=None)  # noqa: A001 - upstream's name
