@@ -90,7 +90,8 @@ static PyObject *enter_general(PyObject *data, PyObject *items) {
 /* meta.get(), which runs the kernel's launch_metadata, inside the scope "__proton_launch_metadata": kernels it
  * launches itself (x.sum().item()) are filed there, where viewers hide them, not among the program's (upstream's
  * rule).  A new reference, or NULL with an exception. */
-static PyObject *metadata_of(PyObject *meta) {
+static PyObject *metadata_of(PyObject *meta, int pending) {
+    if (!pending) return PyObject_CallMethodNoArgs(meta, g.s_get); /* evaluated already: nothing can launch */
     uint64_t scope = 0;
     if (g.api->open_scope(g.s_metadata_scope, &scope) < 0) return NULL;
     PyObject *data = PyObject_CallMethodNoArgs(meta, g.s_get);
@@ -131,7 +132,7 @@ static PyObject *launch_enter(PyObject *self, PyObject *meta) {
     }
     /* data = meta.get() under the metadata scope; try: if open_counted_op(tuple(data.items())): return / except
      * TypeError: items = None */
-    PyObject *data = metadata_of(meta);
+    PyObject *data = metadata_of(meta, pending);
     if (data == NULL) return NULL;
     PyObject *result = NULL, *items = NULL;
     int step = PyDict_CheckExact(data) ? g.api->open_launch_op(data) : 0;

@@ -132,7 +132,9 @@ def _check(keys: tuple, data: dict):
 def _metadata_of(meta) -> dict:
     """``meta.get()``, which runs the kernel's launch_metadata, inside the scope ``__proton_launch_metadata``:
     kernels it launches itself (``x.sum().item()``) are filed there, where viewers hide them, not among the
-    program's (upstream's rule)."""
+    program's (upstream's rule).  Metadata another hook evaluated already runs nothing: no scope then."""
+    if not getattr(meta, "extras", True):
+        return meta.get()
     scope = open_scope(COMPUTE_METADATA_SCOPE_NAME)
     try:
         return meta.get()
