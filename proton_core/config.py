@@ -68,15 +68,20 @@ def _truthy(text: str | None) -> bool:
     return (text or "").strip().lower() in ("1", "true", "yes", "on")
 
 
-def triton_nvtx_off() -> bool:
-    """Whether the program set Triton's ``triton.knobs.proton.enable_nvtx`` false (where it imported Triton):
-    a session started without ``nvtx=`` then keeps NVTX ranges out, as upstream's does."""
-    triton = sys.modules.get("triton")  # never imported here
-    knobs = getattr(getattr(triton, "knobs", None), "proton", None)
+def triton_knob(name: str):
+    """``triton.knobs.proton.<name>`` where the program imported Triton (never imported here), else None; a
+    Triton whose knobs cannot be read (a partial install) gives None too: our own settings decide."""
+    knobs = getattr(getattr(sys.modules.get("triton"), "knobs", None), "proton", None)
     try:
-        value = getattr(knobs, "enable_nvtx", None) if knobs is not None else None
-    except Exception:  # knobs that cannot be read: our own settings decide
-        return False
+        return getattr(knobs, name, None) if knobs is not None else None
+    except Exception:
+        return None
+
+
+def triton_nvtx_off() -> bool:
+    """Whether the program set Triton's ``triton.knobs.proton.enable_nvtx`` false: a session started without
+    ``nvtx=`` then keeps NVTX ranges out, as upstream's does."""
+    value = triton_knob("enable_nvtx")
     return value is not None and not bool(value)
 
 
@@ -88,9 +93,7 @@ def disabled() -> bool:
     """
     if any(_truthy(os.environ.get(var)) for var in DISABLE_VARIABLES):
         return True
-    triton = sys.modules.get("triton")  # never imported here: only a Triton the program loaded is asked
-    knobs = getattr(getattr(triton, "knobs", None), "proton", None)
     try:
-        return knobs is not None and bool(getattr(knobs, "disable", False))
-    except Exception:  # a Triton whose knobs cannot be read (a partial install): our variables decide
+        return bool(triton_knob("disable"))
+    except Exception:  # a knob whose truth cannot be read: our variables decide
         return False
