@@ -463,7 +463,7 @@ def launcher_files() -> set[str]:
     return files
 
 
-def job_environment(options: dict) -> None:
+def job_environment(options: dict, kind: str = "script") -> None:
     """Set what every process of the job reads: the run id, ranks, schedule, on-demand, and (unless
     ``--no-follow``) the start-up hook with the session's options."""
     from . import follow
@@ -484,19 +484,26 @@ def job_environment(options: dict) -> None:
         import uuid
 
         os.environ[run_id.ENV_VAR] = run_id.from_launcher() or f"proton-{uuid.uuid4().hex[:12]}"
+    travelling = {**options, "name": output_name(options)}
     if options.get("no_follow"):
         follow.disarm()
+        injection = follow.plugin_environment(travelling) if kind == "command" else {}
+        if injection:  # a command without Python is still profiled itself, by injection; what it starts is not
+            os.environ.update(injection)
+            os.environ[follow.OPTIONS_VAR] = follow.encode(travelling)
     else:
-        travelling = {**options, "name": output_name(options)}
         os.environ.update(follow.child_environment(travelling))
+        os.environ.update(follow.plugin_environment(travelling))  # CUDA programs without Python too
 
 
 def run_command(options: dict, target: str, args: list[str]) -> int:
     """Run a command that is not a Python program (torchrun, srun, mpirun, ...) as a subprocess; its Python
     processes profile themselves.  Its exit status is passed through (128+N for a signal N, as shells say)."""
     if options.get("no_follow"):
-        print(f"proton: --no-follow: {target} is not a Python program, so nothing under it is profiled",
-              file=sys.stderr)
+        injected = bool(os.environ.get("CUDA_INJECTION64_PATH")) and bool(os.environ.get("PROTON_FOLLOW"))
+        what = ("only its own CUDA work is profiled, if it is not Python" if injected
+                else "nothing under it is profiled")
+        print(f"proton: --no-follow: {target} runs as a command: {what}", file=sys.stderr)
     try:
         child = subprocess.Popen([target, *args])
     except OSError as exc:
@@ -528,7 +535,7 @@ def profile_program(options: dict, kind: str, target: str, args: list[str]) -> i
         check_target(kind, target)
     except UsageError as exc:
         raise UsageError(f"{exc}{mode_hint(options)}") from None
-    job_environment(options)
+    job_environment(options, kind)
     if kind == "command":
         return run_command(options, target, args)
     own_path0 = launcher_path0()

@@ -22,7 +22,7 @@ import pluggy
 
 if TYPE_CHECKING:
     from .plugin_api import Session
-    from .registry import RegisterBackend, RegisterContext, RegisterSink
+    from .registry import RegisterBackend, RegisterContext, RegisterSink, SetEnvironment
 
 hookspec = pluggy.HookspecMarker("proton")
 
@@ -82,3 +82,14 @@ def proton_session_finalizing(session: Session) -> None:
 @hookspec
 def proton_session_finalized(session: Session, paths: list[str]) -> None:
     """A session was written to ``paths`` (a list of file paths)."""
+
+
+# ------------------------------------------------------------ followed jobs ----
+@hookspec
+def proton_follow_environment(options: dict[str, object], setenv: SetEnvironment) -> None:
+    """``proton-profile`` runs a command: set what its processes that are not Python need to be profiled.
+
+    ``options`` are the session's (``backend``, ``mode``, ``no_follow``, ...).  Call ``setenv(name, value)``
+    for each variable (the cupti plugin names its injection library in ``CUDA_INJECTION64_PATH``); the
+    core refuses two plugins setting one variable to different values.
+    """

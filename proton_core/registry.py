@@ -46,6 +46,12 @@ class RegisterSink(Protocol):
                  data: Sequence[str] = ("tree",), description: str = "") -> None: ...
 
 
+class SetEnvironment(Protocol):
+    """``setenv`` of ``proton_follow_environment``: one variable for every process of a followed job."""
+
+    def __call__(self, name: str, value: str) -> None: ...
+
+
 @dataclass(frozen=True, kw_only=True)
 class Entry:
     """What every registration has: its name, the plugin that registered it, a one-line description."""

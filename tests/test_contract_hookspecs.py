@@ -39,7 +39,7 @@ def resolved_hints(fn, module) -> dict:
 
 
 def test_there_are_hookspecs():
-    assert HOOKSPECS == ["proton_register_backends", "proton_register_contexts", "proton_register_sinks",
+    assert HOOKSPECS == ["proton_follow_environment", "proton_register_backends", "proton_register_contexts", "proton_register_sinks",
                          "proton_session_finalized", "proton_session_finalizing", "proton_session_started"]
 
 
@@ -63,6 +63,7 @@ def test_the_register_callbacks_and_session_types_are_the_public_ones():
     assert resolved_hints(hookspecs.proton_register_sinks, hookspecs)["register"] is registry.RegisterSink
     assert resolved_hints(hookspecs.proton_session_started, hookspecs)["session"] is plugin_api.Session
     assert resolved_hints(hookspecs.proton_session_finalized, hookspecs)["paths"] == list[str]
+    assert resolved_hints(hookspecs.proton_follow_environment, hookspecs)["setenv"] is registry.SetEnvironment
 
 
 @pytest.mark.parametrize("kind", sorted(REGISTER))

@@ -59,3 +59,24 @@ def disarm(env: dict | None = None) -> None:
         env["PYTHONPATH"] = os.pathsep.join(paths)
     else:
         env.pop("PYTHONPATH", None)
+
+
+def plugin_environment(options: dict) -> dict[str, str]:
+    """What plugins set for the job's processes that are not Python (the cupti plugin: its injection library,
+    so a CUDA program without Python profiles itself too); {} where no plugin can."""
+    from ..log import write_stderr
+    from ..plugins import get_plugins
+
+    found: dict[str, str] = {}
+
+    def setenv(name: str, value: str) -> None:
+        if name in found and found[name] != str(value):
+            raise ValueError(f"two plugins set {name} ({found[name]!r} and {value!r})")
+        found[name] = str(value)
+
+    try:
+        get_plugins().hook.proton_follow_environment(options=dict(options), setenv=setenv)
+    except Exception as exc:  # a plugin's failure costs the injection, never the run
+        write_stderr(f"proton: programs without Python are not profiled: {type(exc).__name__}: {exc}\n")
+        return {}
+    return found

@@ -39,6 +39,8 @@ def _launcher() -> bool:
 
 
 def _follow() -> None:
+    if os.environ.get("PROTON_INJECT_BOOTING"):  # the injection library starts Python in a program: it starts the session
+        return
     if not os.environ.get("PROTON_FOLLOW") or _launcher():
         return
     from proton_core.follow import child

@@ -44,3 +44,11 @@ def proton_register_backends(register):
     register("cupti", _factory, priority=100, available=available, modes=("pcsampling",),
              description="NVIDIA GPUs through CUPTI: kernel time and count per call path; mode='pcsampling' adds "
                          "instruction samples with stall reasons per source line")
+
+
+@hookimpl
+def proton_follow_environment(options, setenv):
+    from . import injected
+
+    for name, value in injected.environment(options).items():
+        setenv(name, value)

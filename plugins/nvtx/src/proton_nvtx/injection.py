@@ -30,6 +30,13 @@ def enabled_by_env() -> bool:
     return os.environ.get("PROTON_ENABLE_NVTX", "1").strip().lower() not in ("0", "false", "no", "off")
 
 
+def forwarded_to(ours: str) -> bool:
+    """Whether NVTX loads a library that hands the ranges to ours: ``proton-profile`` points a command's
+    processes at the cupti plugin's injection library, which forwards NVTX to the file in ``PROTON_NVTX_LIB``."""
+    forwarded = os.environ.get("PROTON_NVTX_LIB")
+    return bool(forwarded) and os.path.realpath(forwarded) == ours
+
+
 def prepare_environment() -> str:
     """Point NVTX at Proton unless the user chose another tool or turned NVTX off; return the state."""
     if not enabled_by_env():
@@ -42,7 +49,7 @@ def prepare_environment() -> str:
     elif not current:
         os.environ[VAR] = ours
         STATUS["state"] = "set"
-    elif os.path.realpath(current) == ours:
+    elif os.path.realpath(current) == ours or forwarded_to(ours):
         STATUS["state"] = "ours"
     else:
         STATUS["state"] = "other"
