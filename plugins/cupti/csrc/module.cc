@@ -141,6 +141,8 @@ PYBIND11_MODULE(_cupti, m) {
       },
       py::arg("python_frames"), py::arg("trace"), py::arg("internal_dirs") = std::vector<std::string>{},
       py::arg("internal_files") = std::vector<std::string>{});
+  m.def("native_frames", [](bool on) { recorder().set_native_frames(on); }, py::arg("on"),
+        "context='native': capture each launch's native call stack below the thread's context (names at flush)");
   m.def("set_epoch", [](uint32_t epoch) { recorder().set_epoch(epoch); });
   m.def("switch_epochs", [](uint32_t every, uint32_t last) { recorder().switch_epochs(every, last); },
         py::arg("every"), py::arg("last"),

@@ -1,6 +1,7 @@
 // Launch bookkeeping, the call-path trie and kernel aggregation (see recorder.h).
 #include "recorder.h"
 
+#include "native_stack.h"
 #include "pcsampling.h"
 #include "pyframes.h"
 
@@ -71,6 +72,14 @@ struct ThreadState {
   uint32_t stack_gen = 0;
   uint64_t leaf_ctx = ~0ull;  // context of leaf_node; ~0: none yet in this generation
   uint32_t leaf_node = 0;
+  // Native frames on: the previous launch's return addresses (innermost first, as captured), those
+  // kept in its path (outermost first) with the trie node after each, and the node they hang under.
+  std::vector<uintptr_t> native_pcs;
+  std::vector<uintptr_t> native_kept;
+  std::vector<uint32_t> native_nodes;
+  uint32_t native_gen = 0;
+  uint32_t native_base = 0;
+  uint32_t native_leaf = 0;
 };
 thread_local ThreadState tls;
 
@@ -133,6 +142,7 @@ void Recorder::reset() {
   events_.clear();
   devices_seen_.clear();
   dropped_.store(0);
+  forget_native_addresses();
   max_epoch_.store(epoch_.load());
   switch_every_.store(0);
   records_.store(0);
@@ -159,6 +169,12 @@ void Recorder::configure(bool python_frames, bool trace, std::vector<std::string
   }
   trace_.store(trace, std::memory_order_release);
   python_frames_.store(python_frames, std::memory_order_release);
+}
+
+void Recorder::set_native_frames(bool on) {
+  if (on) native_stack::warm_up();  // the unwinder's first call loads libgcc_s: not in a launch
+  if (native_frames_.exchange(on, std::memory_order_acq_rel) != on)
+    generation_.fetch_add(1, std::memory_order_acq_rel);  // every thread's cached path is stale now
 }
 
 bool Recorder::is_internal(const std::string& filename) const {
@@ -227,17 +243,101 @@ uint32_t Recorder::current_node() {
   ThreadState& t = tls;
   uint32_t gen = generation_.load(std::memory_order_acquire);
   uint64_t ctx = launch_context();
+  uint32_t node;
   if (!python_frames_.load(std::memory_order_relaxed)) {
     ContextSlot& slot = t.contexts[(ctx * 0x9E3779B97F4A7C15ull) >> (64 - kContextBits)];
-    if (slot.gen == gen && slot.ctx == ctx) return slot.node;
-    std::lock_guard<std::mutex> g(trie_mu_);
-    slot.node = intern_locked(0, kNodeContext, ctx);
-    slot.ctx = ctx;
-    slot.gen = gen;
-    return slot.node;
+    if (slot.gen != gen || slot.ctx != ctx) {
+      std::lock_guard<std::mutex> g(trie_mu_);
+      slot.node = intern_locked(0, kNodeContext, ctx);
+      slot.ctx = ctx;
+      slot.gen = gen;
+    }
+    node = slot.node;
+  } else if (proton_raw_frames_supported()) {
+    node = raw_frames_node(gen, ctx);
+  } else {
+    node = locked_frames_node(ctx);
   }
-  if (proton_raw_frames_supported()) return raw_frames_node(gen, ctx);
-  return locked_frames_node(ctx);
+  if (native_frames_.load(std::memory_order_relaxed)) return native_frames_node(gen, node);
+  return node;
+}
+
+// context="native": the launching thread's return addresses, outermost first, below `base` (the
+// context's node).  The innermost frames of the launch machinery (this extension, libcupti, libcuda,
+// libcudart) are left out, so a path ends at the user's call, and so are the outermost ones of how the
+// process or thread began (libc), so it begins at main or the thread's function.  As with Python
+// frames, each thread keeps its previous stack: the same stack again takes no lock, and only frames past
+// the first difference are interned.  Addresses are only classified here (once each); names come at flush.
+uint32_t Recorder::native_frames_node(uint32_t gen, uint32_t base) {
+  ThreadState& t = tls;
+  uintptr_t pcs[native_stack::kMaxFrames];
+  int n = native_stack::capture(pcs, native_stack::kMaxFrames);
+  if (t.native_gen != gen || t.native_base != base) {
+    t.native_pcs.clear();
+    t.native_kept.clear();
+    t.native_nodes.clear();
+    t.native_gen = gen;
+    t.native_base = base;
+    t.native_leaf = base;
+  } else if (size_t(n) == t.native_pcs.size() && std::equal(pcs, pcs + n, t.native_pcs.begin())) {
+    return t.native_leaf;
+  }
+  int top = 0, bottom = n;  // pcs[top, bottom) are kept
+  while (top < n && (native_class(pcs[top]) & native_stack::kMachinery)) ++top;
+  while (bottom > top && (native_class(pcs[bottom - 1]) & native_stack::kStart)) --bottom;
+  size_t kept = size_t(bottom - top), same = 0;
+  size_t limit = std::min(kept, t.native_kept.size());
+  while (same < limit && t.native_kept[same] == pcs[bottom - 1 - same]) ++same;
+  t.native_kept.resize(same);
+  t.native_nodes.resize(same);
+  uint32_t parent = same ? t.native_nodes.back() : base;
+  if (same < kept) {
+    std::lock_guard<std::mutex> g(trie_mu_);
+    for (size_t i = same; i < kept; ++i) {
+      uintptr_t pc = pcs[bottom - 1 - i];
+      parent = intern_locked(parent, kNodeNativeFrame, uint64_t(pc));
+      t.native_kept.push_back(pc);
+      t.native_nodes.push_back(parent);
+    }
+  }
+  t.native_pcs.assign(pcs, pcs + n);
+  t.native_leaf = parent;
+  return parent;
+}
+
+// dladdr takes the loader's lock: called with no lock of ours held, so a library constructor that
+// launches while another thread classifies cannot deadlock with it.
+unsigned Recorder::native_class(uintptr_t ret) {
+  {
+    std::lock_guard<std::mutex> g(native_mu_);
+    auto it = native_classes_.find(ret);
+    if (it != native_classes_.end()) return it->second;
+  }
+  unsigned mask = native_stack::classify(ret);
+  std::lock_guard<std::mutex> g(native_mu_);
+  native_classes_.emplace(ret, mask);
+  return mask;
+}
+
+void Recorder::forget_native_addresses() {
+  {
+    std::lock_guard<std::mutex> g(native_mu_);
+    native_classes_.clear();
+    native_names_.clear();
+  }
+  generation_.fetch_add(1, std::memory_order_acq_rel);  // paths cached per thread were made from them
+}
+
+std::string Recorder::native_name(uintptr_t ret) {
+  {
+    std::lock_guard<std::mutex> g(native_mu_);
+    auto it = native_names_.find(ret);
+    if (it != native_names_.end()) return it->second;
+  }
+  std::string name = native_stack::symbolize(ret);
+  std::lock_guard<std::mutex> g(native_mu_);
+  native_names_.emplace(ret, name);
+  return name;
 }
 
 // The python-context path of a launch, from the interpreter's frames read
@@ -441,11 +541,15 @@ Recorder::FlushOut Recorder::flush() {
           EventOut{e.epoch, e.node, names_[e.name], e.device, e.stream, e.start, e.end, e.launch, e.tid});
   }
   out.dropped = dropped_.exchange(0, std::memory_order_relaxed);
-  std::lock_guard<std::mutex> t(trie_mu_);
+  std::vector<std::pair<size_t, uintptr_t>> native;  // (index in out.nodes, return address): named below
+  std::unique_lock<std::mutex> t(trie_mu_);
   for (size_t i = nodes_exported_; i < nodes_.size(); ++i) {
     const NodeKey& k = nodes_[i];
     NodeOut n{uint32_t(i + 1), k.parent, k.kind, 0, {}};
-    if (k.kind == kNodeContext) {
+    if (k.kind == kNodeNativeFrame) {
+      n.kind = kNodeFrame;  // the core knows frames; how they are spelled is the base context's business
+      native.emplace_back(out.nodes.size(), uintptr_t(k.value));
+    } else if (k.kind == kNodeContext) {
       n.ctx = k.value;
     } else if (k.kind == kNodeFrame) {
       PyObject* code = codes_[k.value >> 32].code;
@@ -458,6 +562,8 @@ Recorder::FlushOut Recorder::flush() {
     out.nodes.push_back(std::move(n));
   }
   nodes_exported_ = nodes_.size();
+  t.unlock();
+  for (const auto& item : native) out.nodes[item.first].frame = native_name(item.second);  // dladdr: no lock held
   return out;
 }
 

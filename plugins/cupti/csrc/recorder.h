@@ -20,6 +20,8 @@ namespace proton_cupti {
 constexpr uint32_t kNodeContext = 0;
 constexpr uint32_t kNodeFrame = 1;
 constexpr uint32_t kNodeCapturedAt = 2;
+// A native return address (context="native"): delivered as a kNodeFrame, its name made at flush.
+constexpr uint32_t kNodeNativeFrame = 3;
 // A frame node's value is (code index << 32 | position); with this bit the
 // position is an instruction offset (line computed at flush), else a line.
 constexpr uint32_t kLastiBit = 0x80000000u;
@@ -91,6 +93,12 @@ class Recorder {
   void reset();  // a fresh trie and tables: the core forgets nodes on restart
   void configure(bool python_frames, bool trace, std::vector<std::string> internal_dirs,
                  std::vector<std::string> internal_files);
+  // context="native": each launch's native call stack below the thread's context (native_stack.h).
+  void set_native_frames(bool on);
+  bool native_frames() const { return native_frames_.load(std::memory_order_relaxed); }
+  // Forgets what each return address was found to be (a library unloaded since may have left its
+  // addresses to another one): looked up again from the next launch on.
+  void forget_native_addresses();
   void set_epoch(uint32_t epoch) {
     switch_every_.store(0, std::memory_order_relaxed);  // the core re-arms switching for the new epoch
     epoch_.store(epoch, std::memory_order_release);
@@ -186,6 +194,9 @@ class Recorder {
   uint32_t current_node();  // the calling thread's chain, interned
   uint32_t raw_frames_node(uint32_t generation, uint64_t ctx);
   uint32_t locked_frames_node(uint64_t ctx);
+  uint32_t native_frames_node(uint32_t generation, uint32_t base);
+  unsigned native_class(uintptr_t ret);
+  std::string native_name(uintptr_t ret);
   uint32_t intern_locked(uint32_t parent, uint32_t kind, uint64_t value);
   uint32_t code_index_locked(PyObject* code);
   uint32_t reroot(uint32_t launch_node, uint32_t captured_node);
@@ -198,6 +209,7 @@ class Recorder {
   std::atomic<int64_t> switch_left_{0};    // launches left before the next switch
   std::atomic<uint32_t> switch_last_{0};
   std::atomic<bool> python_frames_{false};
+  std::atomic<bool> native_frames_{false};
   std::atomic<bool> trace_{false};
   std::atomic<uint32_t> generation_{1};
   std::atomic<uint64_t> dropped_{0};
@@ -217,6 +229,11 @@ class Recorder {
   std::unordered_map<PyObject*, uint32_t> code_index_;
   std::unordered_map<uint64_t, uint32_t> reroot_cache_;  // (launch << 32 | captured) -> node
   std::vector<std::string> internal_dirs_, internal_files_;
+
+  // Native frames: what each return address is, looked up once (dladdr), never with the trie lock held.
+  std::mutex native_mu_;
+  std::unordered_map<uintptr_t, unsigned> native_classes_;
+  std::unordered_map<uintptr_t, std::string> native_names_;
 
   // Graph node id -> node of the path where it was captured/created.
   std::mutex graph_mu_;

@@ -13,12 +13,16 @@
 
 #include <pybind11/stl.h>
 
+#include <time.h>
+
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
 #include "bindings.h"
+#include "native_stack.h"
 #include "pcsampling.h"
 #include "profiler.h"
 #include "pyframes.h"
@@ -120,7 +124,76 @@ void ingest_synthetic(const py::list& pcs, const std::vector<std::pair<uint32_t,
   pcs::store().ingest(data, device, slots);
 }
 
+// ---- context="native": stand-ins for a user's code that launches ----
+uint32_t g_user_corr = 0;
+int g_compared = 0;
+
+int launch_in_compare(const void*, const void*) {
+  if (g_compared++ == 0) recorder().on_launch(g_user_corr);
+  return 0;
+}
+
+// Frame-pointer walk, for the cost comparison with backtrace() only (decision 0316): the recorder does
+// not use it, since libcuda and libcupti keep no frame pointers to walk through.
+__attribute__((noinline, optimize("no-omit-frame-pointer"))) int frame_pointer_walk(uintptr_t* out, int max) {
+  uintptr_t* fp = static_cast<uintptr_t*>(__builtin_frame_address(0));
+  int n = 0;
+  while (fp != nullptr && n < max) {
+    out[n++] = fp[1];
+    uintptr_t* next = reinterpret_cast<uintptr_t*>(fp[0]);
+    if (next <= fp || reinterpret_cast<uintptr_t>(next) - reinterpret_cast<uintptr_t>(fp) > (1u << 20) ||
+        (reinterpret_cast<uintptr_t>(next) & 7u) != 0)
+      break;
+    fp = next;
+  }
+  return n;
+}
+
+// `depth` frames (with frame pointers) deeper, the mean ns of one capture of `method` and the frames it gave.
+__attribute__((noinline, optimize("no-omit-frame-pointer"))) std::pair<double, int> capture_cost_at(
+    int depth, bool backtrace_method, int iterations, int walk) {
+  if (depth > 0) {
+    std::pair<double, int> r = capture_cost_at(depth - 1, backtrace_method, iterations, walk);
+    asm volatile("" ::: "memory");  // no tail call: each level keeps its frame
+    return r;
+  }
+  uintptr_t pcs[native_stack::kMaxFrames];
+  int n = 0;
+  uint64_t t0 = monotonic_ns();
+  for (int i = 0; i < iterations; ++i) {
+    // The frame-pointer walk stops at our own frames: the callers above them keep none to follow.
+    n = backtrace_method ? native_stack::capture(pcs, native_stack::kMaxFrames) : frame_pointer_walk(pcs, walk);
+    asm volatile("" : : "r"(pcs) : "memory");
+  }
+  return {double(monotonic_ns() - t0) / iterations, n};
+}
+
 }  // namespace
+
+// The tests' stand-ins for a user's functions (their own section: native_stack.cc counts their frames as
+// the user's).  No inlining, no tail calls: each keeps its frame, so its name is the path's leaf.
+#define PROTON_TEST_USER __attribute__((noinline, used, visibility("default"), section("proton_test_user")))
+
+PROTON_TEST_USER void test_user_launch(uint32_t corr) {
+  recorder().on_launch(corr);
+  asm volatile("" ::: "memory");
+}
+
+// Launches from a callback of libc's qsort: libc stands in for the CUDA libraries between the user's call
+// and the launch callback.
+PROTON_TEST_USER void test_user_launch_through_libc(uint32_t corr) {
+  int items[2] = {2, 1};
+  g_user_corr = corr;
+  g_compared = 0;
+  std::qsort(items, 2, sizeof(int), launch_in_compare);
+  asm volatile("" ::: "memory");
+}
+
+PROTON_TEST_USER std::string test_user_noop_launches(uint64_t n) {
+  std::string error = launch_noop_loop(n);
+  asm volatile("" ::: "memory");
+  return error;
+}
 
 void bind_testing(py::module_& m) {
   m.def("_test_reset", [] { recorder().reset(); });
@@ -192,6 +265,30 @@ void bind_testing(py::module_& m) {
   m.def("_test_node_count", [] { return recorder().node_count(); });
   m.def("_test_launch_noop", &launch_noop_loop, py::arg("n"), py::call_guard<py::gil_scoped_release>(),
         "launch the empty kernel proton_noop n times through cuLaunchKernel; '' or the error");
+  m.def("_test_user_launch", &test_user_launch, py::arg("corr"),
+        "launch `corr` from test_user_launch, a function counted as the user's (context='native' tests)");
+  m.def("_test_user_launch_through_libc", &test_user_launch_through_libc, py::arg("corr"),
+        "launch `corr` from a qsort comparator called by test_user_launch_through_libc");
+  m.def("_test_user_noop_launches", &test_user_noop_launches, py::arg("n"), py::call_guard<py::gil_scoped_release>(),
+        "as _test_launch_noop, from test_user_noop_launches (a function counted as the user's)");
+  m.def(
+      "_test_native_exclude",
+      [](std::vector<std::string> prefixes) {
+        native_stack::set_extra_excluded(std::move(prefixes));
+        recorder().forget_native_addresses();
+      },
+      py::arg("prefixes"),
+      "library file names beginning with one of these count as launch machinery too (replaces the last list)");
+  m.def(
+      "_test_native_capture_ns",
+      [](const std::string& method, int depth, int iterations) {
+        if (method != "backtrace" && method != "frame_pointers")
+          throw py::value_error("method must be 'backtrace' or 'frame_pointers'");
+        if (iterations <= 0 || depth < 0 || depth > 100) throw py::value_error("depth 0..100, iterations > 0");
+        return capture_cost_at(depth, method == "backtrace", iterations, depth + 2);
+      },
+      py::arg("method"), py::arg("depth"), py::arg("iterations"),
+      "(mean ns of one native stack capture `depth` frames deeper than here, frames it gave)");
   m.attr("SLOTS") = Recorder::kSlots;
 }
 

@@ -46,6 +46,9 @@ def configure(
 ) -> None:
     """Capture Python frames at each launch (without internal ones) / keep one event per kernel."""
 
+def native_frames(on: bool) -> None:
+    """context='native': capture each launch's native call stack below the thread's context (names at flush)."""
+
 def set_epoch(epoch: int, /) -> None:
     """Tag launches from now on with ``epoch`` (0: record nothing)."""
 

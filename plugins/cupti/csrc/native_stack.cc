@@ -1,0 +1,113 @@
+// Native call stacks at launch (see native_stack.h).
+#include "native_stack.h"
+
+#include <cxxabi.h>
+#include <dlfcn.h>
+#include <execinfo.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+
+namespace proton_cupti {
+namespace native_stack {
+
+namespace {
+
+// The launch machinery's libraries, by the start of their file name.
+const char* const kDriverLibraries[] = {"libcuda.so", "libcudart.so", "libcupti.so"};
+
+std::mutex extra_mu;
+std::vector<std::string> extra_excluded;
+
+const char* base_name(const char* path) {
+  const char* slash = std::strrchr(path, '/');
+  return slash ? slash + 1 : path;
+}
+
+// The load address of this extension: its frames (the launch callback, the recorder) are never the user's.
+void* own_base() {
+  static void* base = [] {
+    Dl_info info;
+    return dladdr(reinterpret_cast<void*>(&own_base), &info) ? info.dli_fbase : nullptr;
+  }();
+  return base;
+}
+
+bool starts_with(const char* s, const std::string& prefix) { return std::strncmp(s, prefix.c_str(), prefix.size()) == 0; }
+
+#ifdef PROTON_CUPTI_TESTING
+// testing.cc's stand-ins for a user's code live in this extension but in their own section, which the
+// linker brackets with these symbols: their frames count as the user's.
+extern "C" char __start_proton_test_user[] __attribute__((weak));
+extern "C" char __stop_proton_test_user[] __attribute__((weak));
+bool in_test_user_code(uintptr_t pc) {
+  return __start_proton_test_user != nullptr && pc >= reinterpret_cast<uintptr_t>(__start_proton_test_user) &&
+         pc < reinterpret_cast<uintptr_t>(__stop_proton_test_user);
+}
+#endif
+
+}  // namespace
+
+int capture(uintptr_t* out, int max) {
+  // backtrace() fills void*; uintptr_t has the same size and representation.
+  static_assert(sizeof(void*) == sizeof(uintptr_t), "return addresses are pointers");
+  return backtrace(reinterpret_cast<void**>(out), max);
+}
+
+void warm_up() {
+  void* frames[4];
+  backtrace(frames, 4);
+  own_base();
+}
+
+unsigned classify(uintptr_t ret) {
+  Dl_info info;
+  // ret - 1: inside the call instruction, so a call that ends its function still maps to that function.
+  if (!dladdr(reinterpret_cast<void*>(ret - 1), &info) || info.dli_fname == nullptr) return 0;
+  const char* name = base_name(info.dli_fname);
+  unsigned mask = 0;
+  if (std::strncmp(name, "libc.so", 7) == 0 || (info.dli_sname != nullptr && std::strcmp(info.dli_sname, "_start") == 0))
+    mask |= kStart;
+#ifdef PROTON_CUPTI_TESTING
+  if (in_test_user_code(ret - 1)) return mask;
+#endif
+  if (info.dli_fbase != nullptr && info.dli_fbase == own_base()) return mask | kMachinery;
+  for (const char* lib : kDriverLibraries)
+    if (std::strncmp(name, lib, std::strlen(lib)) == 0) return mask | kMachinery;
+  std::lock_guard<std::mutex> g(extra_mu);
+  for (const auto& prefix : extra_excluded)
+    if (starts_with(name, prefix)) return mask | kMachinery;
+  return mask;
+}
+
+void set_extra_excluded(std::vector<std::string> prefixes) {
+  std::lock_guard<std::mutex> g(extra_mu);
+  extra_excluded = std::move(prefixes);
+}
+
+std::string symbolize(uintptr_t ret) {
+  Dl_info info;
+  std::memset(&info, 0, sizeof(info));
+  char offset[32];
+  if (!dladdr(reinterpret_cast<void*>(ret - 1), &info) || info.dli_fname == nullptr) {
+    std::snprintf(offset, sizeof(offset), "0x%llx", static_cast<unsigned long long>(ret));
+    return std::string("?+") + offset;  // no loaded object holds it (JIT code)
+  }
+  std::string library = base_name(info.dli_fname);
+  if (library.empty()) library = "<main>";
+  if (info.dli_sname != nullptr && info.dli_sname[0] != '\0') {
+    int status = 0;
+    char* demangled = abi::__cxa_demangle(info.dli_sname, nullptr, nullptr, &status);
+    std::string function = status == 0 && demangled != nullptr ? demangled : info.dli_sname;
+    std::free(demangled);
+    return function + " (" + library + ")";
+  }
+  uintptr_t base = reinterpret_cast<uintptr_t>(info.dli_fbase);
+  std::snprintf(offset, sizeof(offset), "0x%llx", static_cast<unsigned long long>(ret - base));
+  return library + "+" + offset;
+}
+
+}  // namespace native_stack
+}  // namespace proton_cupti
