@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from .context import OP, SETTLERS, THREAD, TREE, settle
 from .activity import ACTIVITY
+from .graph_metrics import CAPTURE
 from .manager import MANAGER
 
 #: (context id, caller's key) -> (generation, op context id, op name, counters)
@@ -41,7 +42,9 @@ def open_counted_op(key, name=None, numbers=None) -> bool:
     metadata's items: with only ``key`` given, this succeeds when the same key was opened at the
     same context before in this generation.  With ``name`` (non-empty str) and ``numbers``
     (``((metric_name(k), non-negative finite int|float), ...)``, a tuple kept as is), it also
-    builds the entry.  False: nothing was done; open the op the general way.
+    builds the entry.  False: nothing was done; open the op the general way.  While a CUDA graph is
+    captured no entry is built (``capture_began`` also makes every entry stale): the general path hands
+    the numbers to the capture.
     """
     if SETTLERS:
         settle()
@@ -68,8 +71,8 @@ def open_counted_op(key, name=None, numbers=None) -> bool:
 
 def _build(base: int, key, name: str, numbers):
     sessions = MANAGER.active
-    if not numbers or any(s.base.python_frames for s in sessions):
-        return None
+    if not numbers or CAPTURE.on or any(s.base.python_frames for s in sessions):
+        return None  # CAPTURE.on: a CUDA graph is captured, whose replays file these numbers (graph_metrics)
     ctx = _INDEX.get((base, OP, name)) or TREE.child(base, OP, name)
     counters = []
     for session in sessions:
@@ -77,6 +80,8 @@ def _build(base: int, key, name: str, numbers):
         if counter is None:  # a property among the numbers: counts cannot say "the last value wins"
             return None
         counters.append(counter)
+    if CAPTURE.on:  # a capture began while the counters were taken: no hit may count during it
+        return None
     if len(_OPS) >= _MAX_OPS:  # metadata whose values change at every launch: stay bounded
         _OPS.clear()
         _CLEARS[0] += 1

@@ -7,11 +7,12 @@ which file it here under the call path their base context spells.
 
 from __future__ import annotations
 
-from . import log
+from . import graph_capture_torch, graph_metrics, log
 from .activity import ACTIVITY
 from .backend import NODE_CAPTURED_AT, NODE_CONTEXT, NODE_FRAME, CAPTURED_AT
 from .context import OP, ROOT_ID, THREAD, TREE
 from .contexts.base import CAPTURED
+from .graph_metrics import CAPTURE
 from .model import Profile, Trace
 from .model.trace import KernelEvent, KernelSlice
 from .model.tree import merge_metrics
@@ -45,12 +46,16 @@ class Session:
         self.phases = Phases(lambda: Profile(name, base_name, data, trace=Trace() if data == "trace" else None,
                                              backend=backend_state.name))
         self.pending: list = []  # (phase, path, MetricName, tensor) read at flush
+        #: (phase, path, id) -> [((MetricName, tensor), ...), replays]: tensors given while a CUDA graph was
+        #: captured, counted at each replay of it and read at flush (graph_metrics)
+        self.replayed_tensors: dict = {}
         self.tallies = Tallies()  # per-launch numbers, counted until the next settle
         self.warned_untimed = False
         self.writer = None  # periodic.Writer with mode="periodic_flushing"
         self.parts: list[str] = []  # files periodic writing wrote
         self.nvtx = True  # NVTX ranges become scopes (start(nvtx=False): not in this session)
         self._paths: dict[int, tuple] = {0: ()}
+        graph_capture_torch.watch()  # metrics given while torch captures a CUDA graph count at its replays
 
     @property
     def backend(self) -> str:
@@ -190,6 +195,10 @@ class Session:
     def add_numbers_here(self, numbers) -> None:
         """``add_metrics`` of checked plain numbers at the calling thread's context, for per-launch hooks:
         the node is looked up once per context id (python-context sessions take the general path)."""
+        if CAPTURE.on:  # a CUDA graph is being captured: its replays file what this thread gives
+            numbers = graph_metrics.divert(self, numbers)
+            if not numbers:
+                return
         if self.base.python_frames:
             self.add_metrics(self.base.here(), numbers)
             return
@@ -223,6 +232,10 @@ class Session:
 
     def add_metrics_here(self, parsed) -> None:
         """``add_metrics`` at the calling thread's context (tensor values are read at finalize, by path)."""
+        if CAPTURE.on:  # a CUDA graph is being captured: its replays file what this thread gives
+            parsed = graph_metrics.divert(self, parsed)
+            if not parsed:
+                return
         if not self.base.incremental:
             self.add_metrics(self.base.here(), parsed)
             return
@@ -246,8 +259,21 @@ class Session:
         self.settle()
         return self.phases.advance()
 
+    def count_replayed_tensors(self, path: tuple, tensors: tuple) -> None:
+        """One replay of a CUDA graph given ``tensors`` (``((MetricName, tensor), ...)``) at ``path``: counted
+        in the current phase, read at flush (:meth:`resolve_pending`)."""
+        key = (self.phases.current, path, id(tensors))
+        entry = self.replayed_tensors.get(key)
+        if entry is None:
+            self.replayed_tensors[key] = [tensors, 1]
+        else:
+            entry[1] += 1
+
     def resolve_pending(self) -> None:
         """Read the tensor metric values; a bad one is left out with one warning, never the profile."""
+        if self.replayed_tensors:
+            counted, self.replayed_tensors = self.replayed_tensors, {}
+            graph_metrics.resolve(self, counted)
         pending, self.pending = self.pending, []
         for phase, path, name, tensor in pending:
             profile = self.phases.profile_for(phase)

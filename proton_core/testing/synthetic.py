@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import threading
 import time
+from contextlib import contextmanager
 
+from .. import graph_metrics
 from ..backend import NODE_CAPTURED_AT, NODE_CONTEXT, NODE_FRAME, Backend, Batch
 from ..context import capture_frames, register_internal_path
 from ..plugins import hookimpl
@@ -22,7 +24,10 @@ class SyntheticBackend(Backend):
     Per launch it does what a native backend does: read the thread's context
     id, optionally walk Python frames, intern the chain in a trie, and
     aggregate by (epoch, node, kernel, device).  Graph capture and replay
-    re-root the captured chains under ``<captured_at>``.  Metrics measured
+    re-root the captured chains under ``<captured_at>``; :meth:`capturing` captures
+    the launches of a block as torch's ``CUDAGraph`` does, telling
+    :mod:`~proton_core.graph_metrics` as the torch observer would, and
+    :meth:`replay` tells it of each replay.  Metrics measured
     inside kernels (``launch(..., inner=...)``, :meth:`sample`) are summed per
     (epoch, node, kernel, device, sub_path) as they come, never kept raw, and
     delivered as ``Batch.kernel_metrics``.
@@ -170,7 +175,13 @@ class SyntheticBackend(Backend):
         ``inner=[(("/src/k.py:42",), {"samples": 3, "stall_wait": 2})]``.
         ``slices``: time slices inside this launch, ``[(track, name, start_ns, end_ns)]`` relative to the
         kernel's start, delivered as ``Batch.kernel_slices`` while tracing.
+        While this thread captures (:meth:`capturing`), the launch goes into the graph instead: recorded at
+        each replay, under where it was captured (or, captured while nobody recorded, without that path).
         """
+        graph = getattr(self.local, "graph", None)
+        if graph is not None:
+            graph.append((kernel, duration_ns, self._chain() if self.epoch else None))
+            return
         if self.epoch == 0:
             return
         self._record(self.epoch, self._chain(), kernel, duration_ns, device, stream, time.monotonic_ns(), inner,
@@ -188,15 +199,42 @@ class SyntheticBackend(Backend):
     def capture(self, kernels):
         """Capture a graph of ``[(kernel, duration_ns)]`` at the current path."""
         chain = self._chain() if self.epoch else None
-        return [(k, d, chain) for k, d in kernels]
+        return SyntheticGraph((k, d, chain) for k, d in kernels)
+
+    def begin_capture(self) -> "SyntheticGraph":
+        """Start capturing this thread's launches into a new graph (``torch.cuda.CUDAGraph.capture_begin``)."""
+        graph = self.local.graph = SyntheticGraph()
+        graph_metrics.capture_began(graph)
+        return graph
+
+    def end_capture(self) -> "SyntheticGraph":
+        """Stop capturing on this thread; returns the graph (``capture_end``)."""
+        graph, self.local.graph = self.local.graph, None
+        graph_metrics.capture_ended(graph)
+        return graph
+
+    @contextmanager
+    def capturing(self):
+        """``with fake.backend.capturing() as graph:`` captures the block's launches (``torch.cuda.graph``)."""
+        graph = self.begin_capture()
+        try:
+            yield graph
+        finally:
+            self.end_capture()
 
     def replay(self, graph, device=0):
-        if self.epoch == 0:
-            return
-        launch_chain = self._chain()
-        for kernel, duration, captured in graph:
-            chain = launch_chain + ([(NODE_CAPTURED_AT, None)] + captured if captured else [])
-            self._record(self.epoch, chain, kernel, duration, device, 7, time.monotonic_ns())
+        """Launch ``graph`` from this thread (``CUDAGraph.replay``): its kernels under this path and
+        ``<captured_at>``, then :func:`graph_metrics.replayed`, as the torch observer calls it."""
+        if self.epoch != 0:
+            launch_chain = self._chain()
+            for kernel, duration, captured in graph:
+                chain = launch_chain + ([(NODE_CAPTURED_AT, None)] + captured if captured else [])
+                self._record(self.epoch, chain, kernel, duration, device, 7, time.monotonic_ns())
+        graph_metrics.replayed(graph)
+
+
+class SyntheticGraph(list):
+    """A captured graph: ``[(kernel, duration_ns, capture chain or None)]`` (a list that can be weakly referenced)."""
 
 
 class SyntheticPlugin:
