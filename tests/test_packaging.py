@@ -204,6 +204,8 @@ def test_wheels_carry_license_py_typed_and_a_manylinux_tag(built):
             assert platform.startswith("manylinux"), wheel.name  # manylinux1_x86_64 (glibc 2.5) where it can
             suffix = f".cpython-{python[2:]}-x86_64-linux-gnu.so"
             assert NATIVE[dist].replace(".", "/") + suffix in names, (wheel.name, names)
+            if dist == "proton_profiler_cupti":  # the injection entry points for programs without Python
+                assert "proton_cupti/libproton_inject.so" in names, (wheel.name, names)
         else:  # the torch plugin too where no torch gave it an observer to carry
             assert wheel_tags(wheel) == ("py3", "none", "any"), wheel.name
 
@@ -236,6 +238,10 @@ def test_installs_without_a_compiler_profiles_and_views(ours, tmp_path):
     assert json.loads(loaded) == modules
     code = "import proton_cupti._cupti as c; print([n for n in dir(c) if n.startswith('_test_')])"
     assert ours.python(code).strip() == "[]"  # release build: no test bindings
+    # The injection library came with it and names what it exports (no compiler was there to build it).
+    code = ("import ctypes, proton_cupti.injected as i; lib = ctypes.CDLL(i.library_path()); "
+            "print(bool(lib.InitializeInjection), bool(lib.InitializeInjectionNvtx2))")
+    assert ours.python(code).strip() == "True True"
     listing = ours.run("proton-profile", "plugins").stdout
     assert any(line.split()[:2] == ["cupti", "proton-profiler-cupti"] for line in listing.splitlines()), listing
 
