@@ -164,3 +164,17 @@ def test_python_library_is_found_or_named():
 
     path = injected.python_library()
     assert path is None or ctypes.CDLL(path).Py_IsInitialized is not None
+
+
+def test_a_foreign_injection_is_named_once(caplog):
+    from proton_cupti import injected
+
+    os.environ["CUDA_INJECTION64_PATH"] = "/opt/other/libtool_inject.so"
+    try:
+        with caplog.at_level("WARNING", logger="proton"):
+            injected.say_if_foreign_injection()
+            injected.say_if_foreign_injection()
+    finally:
+        del os.environ["CUDA_INJECTION64_PATH"]
+    lines = [r.getMessage() for r in caplog.records if "libtool_inject" in r.getMessage()]
+    assert len(lines) == 1 and "another tool" in lines[0]

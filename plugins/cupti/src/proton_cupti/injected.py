@@ -93,6 +93,23 @@ def environment(options: dict) -> dict[str, str]:
     return env
 
 
+_SAID: set[str] = set()
+
+
+def say_if_foreign_injection() -> None:
+    """One line, once per tool, where ``CUDA_INJECTION64_PATH`` names another tool's library than ours: the
+    driver loads it into this process beside our cupti session, and two CUPTI clients do not share."""
+    other = os.environ.get("CUDA_INJECTION64_PATH", "")
+    if not other or os.path.basename(other) == LIBRARY or other in _SAID:
+        return
+    _SAID.add(other)
+    from proton_core.log import warn
+
+    warn(f"CUDA_INJECTION64_PATH names {other}, another tool: the CUDA driver loads it into this process beside "
+              "Proton's cupti session; if it uses CUPTI too, one of the two records nothing (unset it, or profile "
+              "with that tool alone)")
+
+
 def _site_paths() -> None:
     """The launching interpreter's ``sys.path`` (its virtual environment, editable installs' .pth files)."""
     wanted = [p for p in os.environ.get(SYSPATH_VAR, "").split(os.pathsep) if p]

@@ -52,3 +52,11 @@ def proton_follow_environment(options, setenv):
 
     for name, value in injected.environment(options).items():
         setenv(name, value)
+
+
+@hookimpl
+def proton_session_started(session):
+    if getattr(session, "backend", None) == "cupti":
+        from . import injected
+
+        injected.say_if_foreign_injection()
