@@ -81,6 +81,8 @@ class CuptiBackend(Backend):
     _pcs = None
     _pcs_reported: dict = {}
     pcsampling_note = ""
+    #: context="native": the sessions that want each launch's native call stack.
+    _native_sessions: frozenset = frozenset()
 
     def __init__(self) -> None:
         reason = libsearch.driver_reason()
@@ -143,8 +145,19 @@ class CuptiBackend(Backend):
         arch = dict(self.native.device_info(device)).get("arch", "")
         return pcsampling.describe_device(device, name, arch)
 
+    def native_frames(self, session_id, on):
+        """context="native" (proton_core.contexts.native): capture each launch's native call stack while at
+        least one session wants it; the recorder files it below the thread's context, names at flush."""
+        before = bool(self._native_sessions)
+        self._native_sessions = (self._native_sessions | {session_id}) if on else (self._native_sessions - {session_id})
+        if bool(self._native_sessions) != before:
+            self.native.native_frames(bool(self._native_sessions))
+
     def stop(self):
         self._pcs = None
+        if self._native_sessions:
+            self._native_sessions = frozenset()
+            self.native.native_frames(False)  # the recorder outlives this backend: the next start begins without
         if self._started:
             self.native.stop()
             self._started = False

@@ -1,0 +1,268 @@
+"""context="native": each launch's native call stack below the thread's scopes (decision 0315).
+
+No GPU: the test bindings launch from functions of the extension that count as the user's
+(``test_user_launch``, in their own section) through the recorder the CUPTI callback drives, and libc's
+qsort stands in for the CUDA libraries between the user's call and the callback."""
+
+import threading
+
+import pytest
+
+from cupti_helpers import CorrelationIds, load
+from proton_core.plugin_api import NODE_CONTEXT, NODE_FRAME
+from proton_core.testing import find_all, get_plugins
+
+_cupti = pytest.importorskip("proton_cupti._cupti", reason="proton-profiler-cupti extension not built")
+pytestmark = pytest.mark.skipif(
+    not hasattr(_cupti, "_test_user_launch"),
+    reason="proton_cupti._cupti was built without its test bindings; rebuild with "
+           "SKBUILD_CMAKE_DEFINE=PROTON_CUPTI_TESTING=ON pip install -e plugins/cupti")
+
+corr = CorrelationIds(1 << 25)
+USER = "proton_cupti::test_user_launch(unsigned int)"
+USER_LIBC = "proton_cupti::test_user_launch_through_libc(unsigned int)"
+
+
+#: Nodes flushed so far since the recorder's last reset (a flush delivers only the new ones).
+KNOWN: dict = {}
+
+
+@pytest.fixture
+def rec():
+    KNOWN.clear()
+    _cupti._test_reset()
+    _cupti.configure(False, False, [], [])
+    _cupti.set_epoch(1)
+    _cupti.set_context(0)
+    yield _cupti
+    _cupti.native_frames(False)
+    _cupti._test_native_exclude([])
+    _cupti.set_context(0)
+    _cupti.set_epoch(0)
+    _cupti._test_reset()
+
+
+def paths(rec):
+    """{kernel: [(kind, value), ...] from the root to its node} of what was recorded since the last flush."""
+    nodes, records, _, _, _ = rec._test_flush()
+    KNOWN.update({n[0]: n for n in nodes})
+    by_id = KNOWN
+    out = {}
+    for _, node, kernel, _, _, _ in records:
+        chain = []
+        while node:
+            _, parent, kind, value = by_id[node]
+            chain.append((kind, value))
+            node = parent
+        out[kernel] = chain[::-1]
+    return out
+
+
+def frames(chain):
+    return [value for kind, value in chain if kind == NODE_FRAME]
+
+
+def launch(rec, how, kernel):
+    c = corr()
+    how(c)
+    rec._test_kernel(c, kernel, start=10, end=30)
+
+
+def test_off_by_default_a_launch_is_its_context_alone(rec):
+    rec.set_context(7)
+    launch(rec, rec._test_user_launch, "k")
+    assert paths(rec)["k"] == [(NODE_CONTEXT, 7)]
+
+
+def test_the_users_function_is_the_leaf_frame_below_the_context(rec):
+    rec.native_frames(True)
+    rec.set_context(7)
+    launch(rec, rec._test_user_launch, "k")
+    chain = paths(rec)["k"]
+    assert chain[0] == (NODE_CONTEXT, 7)  # native frames hang below the scopes
+    names = frames(chain)
+    assert len(chain) == 1 + len(names) and len(names) > 2
+    leaf = names[-1]
+    assert leaf.startswith(USER + " (_cupti."), names  # demangled, with its library
+    # The recorder's and the callback's frames (this extension, at the leaf end) are left out.
+    assert not any("_cupti." in n and "test_user" not in n for n in names[-1:]), names
+
+
+def test_frames_of_the_launch_libraries_are_dropped_up_to_the_users_call(rec):
+    rec.native_frames(True)
+    launch(rec, rec._test_user_launch_through_libc, "through")
+    below = frames(paths(rec)["through"])
+    # libc is not launch machinery by default: its qsort frames sit between the user's call and the launch.
+    assert any(n.startswith("qsort") and "libc.so" in n for n in below[-3:]), below
+    assert below[-1].endswith(")") or "libc.so" in below[-1]
+    rec._test_native_exclude(["libc.so"])  # now it stands in for libcudart/libcuda
+    launch(rec, rec._test_user_launch_through_libc, "through")
+    dropped = frames(paths(rec)["through"])
+    assert dropped[-1].startswith(USER_LIBC + " ("), dropped
+    assert not any("libc.so" in n for n in dropped), dropped
+
+
+def test_how_the_process_began_is_left_out_at_the_root_end(rec):
+    rec.native_frames(True)
+    launch(rec, rec._test_user_launch, "k")
+    names = frames(paths(rec)["k"])
+    assert not any(n.startswith("_start ") or "libc.so" in n for n in names), names[:3]
+
+
+def test_stacks_are_per_thread_and_repeat_into_one_node(rec):
+    rec.native_frames(True)
+    rec.set_context(3)
+    launch(rec, rec._test_user_launch, "a")
+    launch(rec, rec._test_user_launch, "a")  # the same stack again: the same node (the thread's cache)
+    nodes, records, _, _, _ = rec._test_flush()
+    KNOWN.update({n[0]: n for n in nodes})
+    assert [(r[2], r[5]) for r in records] == [("a", 2)]
+    before = rec._test_node_count()
+
+    def other():
+        rec.set_context(4)
+        launch(rec, rec._test_user_launch, "b")
+
+    t = threading.Thread(target=other)
+    t.start()
+    t.join()
+    chain = paths(rec)["b"]
+    assert chain[0] == (NODE_CONTEXT, 4)
+    assert frames(chain)[-1].startswith(USER)
+    assert rec._test_node_count() > before
+    # A thread's frames begin at its own function, not at how libc started the thread.
+    assert not any("start_thread" in n or "clone" in n for n in frames(chain)), frames(chain)[:3]
+
+
+def test_switching_off_goes_back_to_contexts_alone(rec):
+    rec.native_frames(True)
+    rec.set_context(9)
+    launch(rec, rec._test_user_launch, "on")
+    rec.native_frames(False)
+    launch(rec, rec._test_user_launch, "off")
+    got = paths(rec)
+    assert len(frames(got["on"])) > 0
+    assert got["off"] == [(NODE_CONTEXT, 9)]
+
+
+def test_python_frames_and_native_frames_together(rec):
+    """A python session beside a native one: Python frames above the context, native ones below it."""
+    rec.configure(True, False, [], [])
+    rec.native_frames(True)
+    rec.set_context(2)
+    launch(rec, rec._test_user_launch, "both")
+    chain = paths(rec)["both"]
+    kinds = [k for k, _ in chain]
+    at = kinds.index(NODE_CONTEXT)
+    assert at > 0 and any(__file__ in v for _, v in chain[:at]), chain[:at]
+    assert frames(chain[at:])[-1].startswith(USER)
+
+
+def test_capture_costs_are_measured_for_both_methods(rec):
+    ns, n = rec._test_native_capture_ns("backtrace", 10, 50)
+    assert ns > 0 and n >= 11
+    ns, n = rec._test_native_capture_ns("frame_pointers", 10, 50)
+    assert ns > 0 and n == 12  # its own frame and the 11 levels that keep frame pointers
+    with pytest.raises(ValueError):
+        rec._test_native_capture_ns("dwarf", 1, 1)
+
+
+# ---- through a session: context="native" and the backend's switch ----
+from proton_core import hookimpl  # noqa: E402
+import proton_core as proton  # noqa: E402
+from proton_core.contexts import native as native_context  # noqa: E402
+from proton_cupti.backend import CuptiBackend, batch_from  # noqa: E402
+
+
+class RecorderBackend(CuptiBackend):
+    """The cupti backend minus the driver and libcupti: its recorder, switched by its own methods."""
+
+    def __init__(self) -> None:  # skips the driver and libcupti checks on purpose
+        self.native = _cupti
+        self._devices = {}
+        self._started = False
+        self.context_setter = _cupti.set_context
+
+    def start(self, mode):
+        _cupti._test_reset()
+
+    def flush(self):
+        return batch_from(*_cupti._test_flush(), self._devices, lambda device: {})
+
+
+class RecorderPlugin:
+    @staticmethod
+    @hookimpl
+    def proton_register_backends(register):
+        register("cupti_recorder", RecorderBackend, priority=0, description="the cupti recorder without CUPTI")
+
+
+@pytest.fixture
+def native_sessions():
+    plugins = get_plugins()
+    added = []
+    if plugins.contexts.get("native") is None:  # until the core lists it among its built-ins
+        plugins.register(native_context, name="native_context")
+        added.append("native_context")
+    plugins.register(RecorderPlugin, name="cupti_recorder")
+    added.append("cupti_recorder")
+    yield
+    proton.finalize()
+    _cupti.native_frames(False)
+    _cupti.set_epoch(0)
+    for name in added:
+        plugins.unregister(name)
+
+
+def test_a_native_session_files_kernels_under_scopes_then_native_frames(native_sessions, tmp_path):
+    out = str(tmp_path / "nat")
+    proton.start(out, context="native", backend="cupti_recorder")
+    with proton.scope("outer"):
+        launch(_cupti, _cupti._test_user_launch, "native_k")
+    proton.finalize()
+    literal = load(out + ".hatchet")[0]
+    (path, node), = find_all(literal, lambda name: name == "native_k")
+    assert path[0] == "outer", path
+    assert path[-2].startswith(USER + " ("), path
+    assert len(path) > 3  # the frames between the scope and the user's function too
+
+
+def test_a_shadow_session_on_the_same_backend_never_sees_native_frames(native_sessions, tmp_path):
+    shadow, native = str(tmp_path / "sh"), str(tmp_path / "na")
+    proton.start(shadow, context="shadow", backend="cupti_recorder")
+    proton.start(native, context="native", backend="cupti_recorder")
+    with proton.scope("s"):
+        launch(_cupti, _cupti._test_user_launch, "both_k")
+    proton.finalize()
+    (shadow_path, _), = find_all(load(shadow + ".hatchet")[0], lambda name: name == "both_k")
+    (native_path, _), = find_all(load(native + ".hatchet")[0], lambda name: name == "both_k")
+    assert shadow_path == ("s", "both_k")
+    assert native_path[0] == "s" and native_path[-2].startswith(USER)
+
+
+def test_the_last_native_session_switches_native_stacks_off(native_sessions, tmp_path):
+    first = proton.start(str(tmp_path / "a"), context="native", backend="cupti_recorder")
+    second = proton.start(str(tmp_path / "b"), context="shadow", backend="cupti_recorder")
+    proton.finalize(first)  # the shadow session goes on: its launches take no native stack any more
+    KNOWN.clear()
+    _cupti._test_reset()
+    launch(_cupti, _cupti._test_user_launch, "after")
+    assert frames(paths(_cupti)["after"]) == []
+    proton.finalize(second)
+
+
+def test_a_backend_without_native_stacks_says_so_in_one_line(native_sessions, tmp_path, capfd, caplog):
+    out = str(tmp_path / "fake_native")
+    proton.start(out, context="native", backend="fake")
+    said = caplog.text + capfd.readouterr().err
+    lines = [line for line in said.splitlines() if "context='native'" in line]
+    assert lines and "'fake' backend cannot capture" in lines[0] and "backend='cupti'" in lines[0], said
+    with pytest.raises(Exception, match="'fake' backend cannot"):
+        native_context.NativeContext().install(_session_on("fake"))
+
+
+def _session_on(backend_name):
+    from proton_core.manager import MANAGER
+
+    (session,) = [s for s in MANAGER.sessions.values() if s.backend == backend_name]
+    return session
