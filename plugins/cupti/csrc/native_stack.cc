@@ -5,6 +5,7 @@
 #include <dlfcn.h>
 #include <execinfo.h>
 
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -50,17 +51,55 @@ bool in_test_user_code(uintptr_t pc) {
 
 }  // namespace
 
-int capture(uintptr_t* out, int max) {
+namespace {
+
+using BacktraceFn = int (*)(void**, int);
+std::atomic<BacktraceFn> libunwind_fn{nullptr};
+std::once_flag libunwind_once;
+
+BacktraceFn load_libunwind() {
+  std::call_once(libunwind_once, [] {
+    void* h = dlopen("libunwind.so.8", RTLD_NOW | RTLD_LOCAL);  // local: its _Unwind_* stay out of the program's way
+    if (h == nullptr) return;
+    auto fn = reinterpret_cast<BacktraceFn>(dlsym(h, "unw_backtrace"));
+    if (fn == nullptr) fn = reinterpret_cast<BacktraceFn>(dlsym(h, "_ULx86_64_backtrace"));
+    libunwind_fn.store(fn, std::memory_order_release);
+  });
+  return libunwind_fn.load(std::memory_order_acquire);
+}
+
+std::atomic<BacktraceFn> chosen{nullptr};  // null: glibc's backtrace()
+
+}  // namespace
+
+int glibc_backtrace(uintptr_t* out, int max) {
   // backtrace() fills void*; uintptr_t has the same size and representation.
   static_assert(sizeof(void*) == sizeof(uintptr_t), "return addresses are pointers");
   return backtrace(reinterpret_cast<void**>(out), max);
 }
 
+int libunwind_backtrace(uintptr_t* out, int max) {
+  BacktraceFn fn = load_libunwind();
+  return fn ? fn(reinterpret_cast<void**>(out), max) : -1;
+}
+
+int capture(uintptr_t* out, int max) {
+  BacktraceFn fn = chosen.load(std::memory_order_relaxed);
+  return fn ? fn(reinterpret_cast<void**>(out), max) : backtrace(reinterpret_cast<void**>(out), max);
+}
+
 void warm_up() {
-  void* frames[4];
-  backtrace(frames, 4);
+  static std::once_flag once;
+  std::call_once(once, [] {
+    const char* want = std::getenv("PROTON_NATIVE_UNWINDER");
+    if (want == nullptr || std::strcmp(want, "backtrace") != 0) chosen.store(load_libunwind(), std::memory_order_relaxed);
+  });
+  uintptr_t frames[8];
+  capture(frames, 8);
   own_base();
 }
+
+const char* unwinder() { return chosen.load(std::memory_order_relaxed) ? "libunwind" : "backtrace"; }
 
 unsigned classify(uintptr_t ret) {
   Dl_info info;

@@ -12,13 +12,23 @@ namespace native_stack {
 constexpr int kMaxFrames = 128;
 
 // Return addresses of the calling thread, innermost first (the first is in the
-// function that called capture), at most `max`.  glibc's backtrace(): it unwinds
-// through libcuda and libcupti, which keep no frame pointers (decision 0316).
+// function that called capture), at most `max`.  Unwinds with the CFI tables, not
+// frame pointers: libcuda and libcupti keep none (decision 0316).  libunwind's
+// unw_backtrace where libunwind.so.8 can be loaded (some 10 ns a frame, cached per
+// address), else glibc's backtrace() (some 300 ns a frame).
 int capture(uintptr_t* out, int max);
 
-// Loads the unwinder (glibc's first backtrace() dlopens libgcc_s and allocates)
-// so that no launch pays for it; call before native stacks are switched on.
+// Picks the unwinder (PROTON_NATIVE_UNWINDER=backtrace: glibc's, never libunwind) and
+// runs it once: the first unwind loads libraries and allocates, which no launch
+// should pay for.  Call before native stacks are switched on; cheap after the first.
 void warm_up();
+
+// The unwinder capture uses: "libunwind" or "backtrace" (after warm_up).
+const char* unwinder();
+
+// Each unwinder alone, for the cost comparison (-1: libunwind cannot be loaded).
+int glibc_backtrace(uintptr_t* out, int max);
+int libunwind_backtrace(uintptr_t* out, int max);
 
 // What the frame at return address `ret` is to a path (a mask; 0: the user's).  kMachinery: the launch
 // machinery (libcuda, libcudart, libcupti, this extension, libraries named by set_extra_excluded), left

@@ -151,9 +151,9 @@ __attribute__((noinline, optimize("no-omit-frame-pointer"))) int frame_pointer_w
 
 // `depth` frames (with frame pointers) deeper, the mean ns of one capture of `method` and the frames it gave.
 __attribute__((noinline, optimize("no-omit-frame-pointer"))) std::pair<double, int> capture_cost_at(
-    int depth, bool backtrace_method, int iterations, int walk) {
+    int depth, int method, int iterations, int walk) {
   if (depth > 0) {
-    std::pair<double, int> r = capture_cost_at(depth - 1, backtrace_method, iterations, walk);
+    std::pair<double, int> r = capture_cost_at(depth - 1, method, iterations, walk);
     asm volatile("" ::: "memory");  // no tail call: each level keeps its frame
     return r;
   }
@@ -161,8 +161,19 @@ __attribute__((noinline, optimize("no-omit-frame-pointer"))) std::pair<double, i
   int n = 0;
   uint64_t t0 = monotonic_ns();
   for (int i = 0; i < iterations; ++i) {
-    // The frame-pointer walk stops at our own frames: the callers above them keep none to follow.
-    n = backtrace_method ? native_stack::capture(pcs, native_stack::kMaxFrames) : frame_pointer_walk(pcs, walk);
+    switch (method) {
+      case 0:
+        n = native_stack::capture(pcs, native_stack::kMaxFrames);
+        break;
+      case 1:
+        n = native_stack::glibc_backtrace(pcs, native_stack::kMaxFrames);
+        break;
+      case 2:
+        n = native_stack::libunwind_backtrace(pcs, native_stack::kMaxFrames);
+        break;
+      default:  // the frame-pointer walk stops at our own frames: the callers above them keep none to follow
+        n = frame_pointer_walk(pcs, walk);
+    }
     asm volatile("" : : "r"(pcs) : "memory");
   }
   return {double(monotonic_ns() - t0) / iterations, n};
@@ -282,13 +293,22 @@ void bind_testing(py::module_& m) {
   m.def(
       "_test_native_capture_ns",
       [](const std::string& method, int depth, int iterations) {
-        if (method != "backtrace" && method != "frame_pointers")
-          throw py::value_error("method must be 'backtrace' or 'frame_pointers'");
+        const char* const methods[] = {"capture", "backtrace", "libunwind", "frame_pointers"};
+        int index = -1;
+        for (int i = 0; i < 4; ++i)
+          if (method == methods[i]) index = i;
+        if (index < 0) throw py::value_error("method must be 'capture', 'backtrace', 'libunwind' or 'frame_pointers'");
         if (iterations <= 0 || depth < 0 || depth > 100) throw py::value_error("depth 0..100, iterations > 0");
-        return capture_cost_at(depth, method == "backtrace", iterations, depth + 2);
+        native_stack::warm_up();
+        return capture_cost_at(depth, index, iterations, depth + 2);
       },
       py::arg("method"), py::arg("depth"), py::arg("iterations"),
-      "(mean ns of one native stack capture `depth` frames deeper than here, frames it gave)");
+      "(mean ns of one native stack capture `depth` frames deeper than here, frames it gave; -1: unavailable); "
+      "capture is what the recorder uses");
+  m.def("_test_native_unwinder", [] {
+    native_stack::warm_up();
+    return std::string(native_stack::unwinder());
+  }, "the unwinder native stacks are captured with: 'libunwind' or 'backtrace' (glibc)");
   m.attr("SLOTS") = Recorder::kSlots;
 }
 

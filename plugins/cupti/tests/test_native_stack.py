@@ -158,13 +158,54 @@ def test_python_frames_and_native_frames_together(rec):
     assert frames(chain[at:])[-1].startswith(USER)
 
 
-def test_capture_costs_are_measured_for_both_methods(rec):
-    ns, n = rec._test_native_capture_ns("backtrace", 10, 50)
+def test_capture_costs_are_measured_for_each_unwinder(rec):
+    ns, n = rec._test_native_capture_ns("backtrace", 10, 20)
     assert ns > 0 and n >= 11
-    ns, n = rec._test_native_capture_ns("frame_pointers", 10, 50)
+    ns, n = rec._test_native_capture_ns("capture", 10, 20)  # what the recorder uses
+    assert ns > 0 and n >= 11
+    ns, n = rec._test_native_capture_ns("libunwind", 10, 20)
+    assert n == -1 or (ns > 0 and n >= 11)
+    ns, n = rec._test_native_capture_ns("frame_pointers", 10, 20)
     assert ns > 0 and n == 12  # its own frame and the 11 levels that keep frame pointers
     with pytest.raises(ValueError):
         rec._test_native_capture_ns("dwarf", 1, 1)
+
+
+LEAF_PATH = """
+import sys
+import proton_cupti._cupti as m
+m._test_reset(); m.configure(False, False, [], []); m.set_epoch(1); m.set_context(0)
+m.native_frames(True)
+m._test_user_launch(77); m._test_kernel(77, "k", start=0, end=1)
+nodes, records, *_ = m._test_flush()
+by_id = {n[0]: n for n in nodes}
+node, names = records[0][1], []
+while node:
+    names.append(by_id[node][3]); node = by_id[node][1]
+print(m._test_native_unwinder())
+print("\\n".join(reversed(names[:4])))
+"""
+
+
+def run_leaf_path(unwinder):
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, PROTON_NATIVE_UNWINDER=unwinder)
+    out = subprocess.run([sys.executable, "-c", LEAF_PATH], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    return lines[0], lines[1:]
+
+
+def test_glibc_backtrace_where_libunwind_is_not_wanted_gives_the_same_path():
+    name, glibc = run_leaf_path("backtrace")
+    assert name == "backtrace"
+    assert glibc[-1].startswith(USER + " (")
+    name, auto = run_leaf_path("")
+    assert name in ("libunwind", "backtrace")  # libunwind where libunwind.so.8 loads
+    assert auto == glibc
 
 
 # ---- through a session: context="native" and the backend's switch ----
