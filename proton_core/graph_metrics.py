@@ -23,6 +23,7 @@ import weakref
 from . import log
 from .activity import ACTIVITY
 from .backend import CAPTURED_AT
+from .context import THREAD
 from .metrics import PROPERTY, read_tensor
 from .model.tree import Node, merge_metrics
 
@@ -66,13 +67,15 @@ class _Target:
 
 class _Given:
     """One session's metrics of one capture: ``targets`` maps capture path -> :class:`_Target` while capturing,
-    then a tuple of (path, numbers, tensors)."""
+    then a tuple of (path, numbers, tensors).  ``filed``: for a base whose paths follow context ids, launch
+    context -> (weak tree, its filings), so a replay from a known context looks nothing up."""
 
-    __slots__ = ("session", "targets")
+    __slots__ = ("session", "targets", "filed")
 
     def __init__(self, session) -> None:
         self.session = weakref.ref(session)
         self.targets = {}
+        self.filed: dict = {}
 
 
 class _Capture:
@@ -186,20 +189,41 @@ def replayed(graph) -> None:
         session = given.session()
         if session is None or not session.active or session.closed:
             continue
-        below = _here(session) + (CAPTURED_AT,)
         if stack:  # launched into a graph being captured: its metrics belong to that graph's replays
+            below = _here(session) + (CAPTURED_AT,)
             for path, numbers, tensors in given.targets:
                 target = stack[-1].target(session, below + path)
                 for name, value in numbers + tensors:
                     target.add(name, value)
             continue
         tree = session.profile.tree
-        for path, numbers, tensors in given.targets:
-            where = below + path
+        if session.base.incremental:  # the launch path is the current context's
+            ctx = THREAD.current
+            hit = given.filed.get(ctx)
+            if hit is None or hit[0]() is not tree:
+                if len(given.filed) >= _MAX_FILED:
+                    given.filed.clear()
+                hit = given.filed[ctx] = (weakref.ref(tree), _filings(tree, _here(session), given.targets))
+            filings = hit[1]
+        else:
+            filings = _filings(tree, _here(session), given.targets)
+        for node, numbers, where, tensors in filings:
             if numbers:
-                merge_metrics(tree.node(where), numbers)
+                merge_metrics(node, numbers)
             if tensors:
                 session.count_replayed_tensors(where, tensors)
+
+
+_MAX_FILED = 1024  # launch contexts remembered per graph and session
+
+
+def _filings(tree, launch: tuple, targets) -> list:
+    """(node, numbers, path, tensors) of each target below ``launch``/``<captured_at>`` in ``tree``."""
+    out = []
+    for path, numbers, tensors in targets:
+        where = launch + (CAPTURED_AT,) + path
+        out.append((tree.node(where) if numbers else None, numbers, where, tensors))
+    return out
 
 
 def times(name, value, count: int):
