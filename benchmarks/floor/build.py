@@ -1,4 +1,9 @@
-"""Build and locate the bare-CUPTI floor module at run time, on the machine that measures.
+"""Build and locate the bare-CUPTI floor at run time, on the machine that measures.
+
+Two builds of floor.cpp: the Python module ``_proton_floor`` (:func:`build`, :func:`load`), started and
+stopped from inside a Python process, and the injection library (:func:`build_injection`), which any CUDA
+program loads through ``CUDA_INJECTION64_PATH`` (:func:`injection_environment`): the floor of a program
+without Python, written at its exit to the file ``PROTON_FLOOR_OUT`` names.
 
 Built with the plain compiler (no build system) so a broken toolchain shows one
 clear error and the harness carries on without the floor.  Headers and libcupti
@@ -22,6 +27,7 @@ from proton_cupti import cuda_paths
 HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCE = os.path.join(HERE, "floor.cpp")
 MODULE = "_proton_floor"
+INJECTION_LIBRARY = "libproton_floor_inject.so"
 HEADERS = ("cupti.h", "cuda.h")
 
 
@@ -74,6 +80,40 @@ def build(build_dir: str) -> str:
     return build_dir
 
 
+def build_injection(build_dir: str) -> str:
+    """Compile the floor as an injection library (``-DFLOOR_INJECTION``, no Python) into ``build_dir``;
+    return the library's path (for ``CUDA_INJECTION64_PATH``)."""
+    cxx = os.environ.get("CXX") or shutil.which("c++") or shutil.which("g++")
+    if not cxx:
+        raise BuildError("no C++ compiler (c++/g++) on PATH")
+    os.makedirs(build_dir, exist_ok=True)
+    target = os.path.join(build_dir, INJECTION_LIBRARY)
+    cmd = [cxx, "-O2", "-shared", "-fPIC", "-std=c++17", "-fvisibility=hidden", "-DFLOOR_INJECTION"]
+    cmd += [f"-I{d}" for d in include_dirs()]
+    cmd += [SOURCE, "-o", target, "-ldl", "-lpthread"]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise BuildError(f"compiler did not run: {exc}") from exc
+    if proc.returncode != 0 or not os.path.isfile(target):
+        log = (proc.stderr or proc.stdout or "").strip()
+        raise BuildError(f"compile failed (rc={proc.returncode}): {' '.join(cmd)}\n{log[-4000:]}")
+    return target
+
+
+def injection_environment(library: str, out: str, env: dict | None = None, cupti: str | None = None) -> dict:
+    """``env`` (default: this process's) for a program run under the floor injection ``library``: the floor
+    writes its JSON to ``out`` at exit; libcupti is ``cupti`` (default :func:`find_cupti`).  Proton's own
+    injection variables are removed, so the program loads the floor alone."""
+    env = dict(os.environ if env is None else env)
+    for var in ("NVTX_INJECTION64_PATH", "PROTON_FOLLOW"):
+        env.pop(var, None)
+    env["CUDA_INJECTION64_PATH"] = library
+    env["PROTON_FLOOR_OUT"] = out
+    env["PROTON_FLOOR_CUPTI"] = cupti or find_cupti()
+    return env
+
+
 def module_path(build_dir: str) -> str:
     """Where ``build`` puts the compiled module in ``build_dir``."""
     return os.path.join(build_dir, MODULE + (sysconfig.get_config_var("EXT_SUFFIX") or ".so"))
@@ -117,6 +157,10 @@ def find_cupti() -> str:
     return loaded_cupti() or next(iter(cuda_paths.libcupti_files()), "libcupti.so")
 
 
-if __name__ == "__main__":  # python3 -m benchmarks.floor.build [DIR]
-    d = build(sys.argv[1] if len(sys.argv) > 1 else os.path.join(HERE, "_build"))
-    print("built into", d, "| libcupti:", find_cupti())
+if __name__ == "__main__":  # python3 -m benchmarks.floor.build [DIR] [--injection]
+    args = [a for a in sys.argv[1:] if a != "--injection"]
+    d = args[0] if args else os.path.join(HERE, "_build")
+    if "--injection" in sys.argv[1:]:
+        print("built", build_injection(d), "| libcupti:", find_cupti())
+    else:
+        print("built into", build(d), "| libcupti:", find_cupti())
