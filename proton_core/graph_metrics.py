@@ -17,6 +17,7 @@ every replay computes the same value).
 
 from __future__ import annotations
 
+import os
 import threading
 import weakref
 
@@ -263,3 +264,6 @@ def forget() -> None:
     _THREADS.clear()
     _GRAPHS.clear()
     CAPTURE.on = False
+
+
+os.register_at_fork(after_in_child=forget)  # the parent's captures are not the child's; its sessions are gone too
