@@ -54,6 +54,15 @@ def build(directory: str) -> str:
     return directory
 
 
+def build_client(directory: str) -> str:
+    """Compile inject_client.c (a CUDA program without Python) against the simulated driver in ``directory``
+    (built there first by :func:`build`); returns the program's path."""
+    out = os.path.join(directory, "inject_client")
+    subprocess.run([compiler(), "-O2", "-Wall", "-o", out, os.path.join(HERE, "inject_client.c"), f"-L{directory}",
+                    "-l:" + DRIVER, f"-Wl,-rpath,{directory}", "-ldl"], check=True)
+    return out
+
+
 def environment(directory: str, env: dict | None = None, devices: int = 2) -> dict:
     """``env`` (default: this process's) for a process that finds the simulation: the backend loads the
     simulated libcupti first, and the loader finds the simulated libcuda.so.1 before any real one."""

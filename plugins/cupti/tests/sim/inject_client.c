@@ -1,0 +1,133 @@
+/* A CUDA program without Python, for the injection entry point's CPU tests.
+ *
+ * It runs against the simulated driver (libcuda_sim.c, linked as libcuda.so.1), whose cuInit loads
+ * CUDA_INJECTION64_PATH and calls its InitializeInjection as the real driver does.  It uses NVTX as a
+ * library built with NVTX v3's header-only loader would: at its first NVTX call it loads
+ * NVTX_INJECTION64_PATH, calls InitializeInjectionNvtx2 with an export table, and from then on pushes and
+ * pops ranges through the function table the tool filled (plugins/nvtx/tests/native/nvtx_client.c fakes
+ * the same table).
+ *
+ *   inject_client HOW [nvtx-first]
+ *
+ * plays one workload, then ends as HOW says:
+ *   return   main returns 7              exit     exit(3)
+ *   sigterm  prints READY, waits to be sent SIGTERM (or SIGINT: sigint)
+ *   phases   launches "phase_kernel" 10 times a phase, a phase every 20 ms, printing "PHASE n" after each,
+ *            until it is killed
+ * nvtx-first: the first NVTX call comes before cuInit (a library's range around the program's start).
+ *
+ * The workload (kernel, device, stream, duration in ns; NVTX ranges as scopes):
+ *   outer: k_outer x2 (0, 7, 1000); outer/inner: k_inner x3 (1, 3, 500); top level: k_top (0, 7, 100);
+ *   capture: a graph of g_a, g_b captured (0, 7); replay: the graph launched twice (200 each).
+ */
+#include <dlfcn.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+/* The simulated driver (sim_tool.h and libcuda_sim.c); no CUDA headers needed here. */
+extern int cuInit(unsigned flags);
+extern uint32_t sim_launch(const char* kernel, uint32_t device, uint32_t stream, uint64_t duration_ns);
+extern uint64_t sim_graph_capture(const char* const* kernels, int n, uint32_t device, uint32_t stream);
+extern uint64_t sim_graph_instantiate(uint64_t graph);
+extern uint32_t sim_graph_launch(uint64_t exec, uint32_t stream, uint64_t duration_ns);
+extern int64_t sim_stat(const char* name);
+
+/* ---- NVTX v3's loader, as far as a tool sees it ---- */
+typedef void (*fnptr)(void);
+enum { CORE_SIZE = 16, CORE2_SIZE = 16 };
+static fnptr core[CORE_SIZE], core2[CORE2_SIZE];
+static fnptr* core_slots[CORE_SIZE];
+static fnptr* core2_slots[CORE2_SIZE];
+static int nvtx_ready;
+
+static int get_module_table(int module, fnptr*** out, unsigned* size) {
+  if (module == 1) {
+    *out = core_slots;
+    *size = CORE_SIZE;
+    return 1;
+  }
+  if (module == 5) {
+    *out = core2_slots;
+    *size = CORE2_SIZE;
+    return 1;
+  }
+  return 0;
+}
+static struct {
+  size_t size;
+  int (*get)(int, fnptr***, unsigned*);
+} callbacks = {sizeof callbacks, get_module_table};
+static const void* export_table(uint32_t id) { return id == 1 ? (const void*)&callbacks : NULL; }
+
+static void nvtx_init(void) {
+  if (nvtx_ready) return;
+  nvtx_ready = 1;
+  for (int i = 0; i < CORE_SIZE; ++i) core_slots[i] = &core[i];
+  for (int i = 0; i < CORE2_SIZE; ++i) core2_slots[i] = &core2[i];
+  const char* path = getenv("NVTX_INJECTION64_PATH");
+  if (path == NULL || !*path) return;
+  void* h = dlopen(path, RTLD_LAZY);
+  if (h == NULL) {
+    fprintf(stderr, "inject_client: cannot load NVTX_INJECTION64_PATH: %s\n", dlerror());
+    return;
+  }
+  int (*init)(const void* (*)(uint32_t)) = (int (*)(const void* (*)(uint32_t)))dlsym(h, "InitializeInjectionNvtx2");
+  if (init == NULL || init(export_table) == 0) fprintf(stderr, "inject_client: NVTX injection refused\n");
+}
+
+static void push(const char* name) {
+  nvtx_init();
+  if (core[9]) ((int (*)(const char*))core[9])(name);
+}
+static void pop(void) {
+  if (core[11]) ((int (*)(void))core[11])();
+}
+
+static void sleep_ms(long ms) {
+  struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+  nanosleep(&ts, NULL);
+}
+
+int main(int argc, char** argv) {
+  const char* how = argc > 1 ? argv[1] : "return";
+  if (argc > 2 && strcmp(argv[2], "nvtx-first") == 0) nvtx_init();
+  cuInit(0); /* the driver loads the injection library here */
+  push("outer");
+  sim_launch("k_outer", 0, 7, 1000);
+  sim_launch("k_outer", 0, 7, 1000);
+  push("inner");
+  for (int i = 0; i < 3; ++i) sim_launch("k_inner", 1, 3, 500);
+  pop();
+  pop();
+  sim_launch("k_top", 0, 7, 100);
+  push("capture");
+  const char* nodes[] = {"g_a", "g_b"};
+  uint64_t exec = sim_graph_instantiate(sim_graph_capture(nodes, 2, 0, 7));
+  pop();
+  push("replay");
+  sim_graph_launch(exec, 7, 200);
+  sim_graph_launch(exec, 7, 200);
+  pop();
+  printf("injection %lld\n", (long long)sim_stat("injection"));
+  fflush(stdout);
+
+  if (strcmp(how, "exit") == 0) exit(3);
+  if (strcmp(how, "sigterm") == 0 || strcmp(how, "sigint") == 0) {
+    printf("READY\n");
+    fflush(stdout);
+    for (;;) pause();
+  }
+  if (strcmp(how, "phases") == 0) {
+    for (int phase = 1;; ++phase) {
+      for (int i = 0; i < 10; ++i) sim_launch("phase_kernel", 0, 7, 10);
+      printf("PHASE %d\n", phase);
+      fflush(stdout);
+      sleep_ms(20);
+    }
+  }
+  return 7;
+}
