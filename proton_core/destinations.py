@@ -128,8 +128,8 @@ def _try_claim(path: str) -> str | None:
             _install_cleanup()
             return claim
         holder = _holder(claim)
-        if holder == pid:
-            return claim
+        if holder == pid:  # ours; or this pid's before it exec'd into this program: that file stays
+            return claim if claim in _claims else None
         if alive(holder):
             return None
         try:
@@ -185,13 +185,23 @@ def claim(name: str, extension: str, continuing: bool = False) -> str:
             elif _try_claim(path) is not None:
                 break
             else:
-                why = why or "is being written by another running process of this job"
+                why = why or exec_or_other(path)
             number += 1
             candidate = numbered(name, extension, number)
         if candidate != name:
             log.warn(f"{os.path.abspath(with_extension(name, extension))} {why}: this session writes "
                      f"{os.path.abspath(path)} instead (no profile of this job is replaced)")
         return candidate
+
+
+def exec_or_other(path: str) -> str:
+    """Why ``path`` is held by someone else: this process before it exec'd, or another running process."""
+    try:
+        mine = _holder(claim_file(path)) == os.getpid()
+    except OSError:
+        mine = False
+    return ("was written by this process before it became this program (exec)" if mine
+            else "is being written by another running process of this job")
 
 
 def written(path: str) -> None:

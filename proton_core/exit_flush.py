@@ -5,6 +5,8 @@ its signal handlers untouched):
 
 * ``atexit`` writes every open session at a normal exit and after an uncaught
   exception (the interpreter runs exit handlers after printing the traceback);
+* ``os.execv``/``os.execve`` (and the ``exec*`` calls built on them) write them before the
+  process becomes another program;
 * SIGTERM and SIGHUP, whose default action kills the process without exit
   handlers, get a handler that writes first and then does what the previous
   disposition would have done: calls the program's own handler, or restores
@@ -31,6 +33,8 @@ import threading
 from . import destinations, log
 
 SIGNALS = ("SIGTERM", "SIGHUP")
+#: The calls that replace the process with another program (execl*, execvp* and spawn's children go through them).
+EXEC_CALLS = ("execv", "execve")
 ENV_VAR = "PROTON_FLUSH_AT_EXIT"
 
 _lock = threading.Lock()
@@ -55,6 +59,7 @@ def install(manager) -> None:
             return
         _installed, _owner_pid, _manager = True, os.getpid(), manager
         atexit.register(_at_exit)
+        _wrap_exec()
         if threading.current_thread() is not threading.main_thread():
             return  # signal handlers can only be set from the main thread; atexit still covers normal exits
         for name in SIGNALS:
@@ -113,6 +118,25 @@ def write_open_sessions(why: str) -> list[str]:
         else:
             log.warn(f"profile written to {path} at exit ({why}; finalize() was not called)")
     return paths
+
+
+def _wrap_exec() -> None:
+    """``os.execv``/``os.execve`` replace the process without exit handlers: write the open sessions first.
+    The program that replaces it (profiled too, under ``proton-profile``) has this pid and finds the claims
+    of these files still held, so it writes beside them, never over them."""
+    for name in EXEC_CALLS:
+        original = getattr(os, name, None)
+        if original is None or getattr(original, "_proton_original", None) is not None:
+            continue
+
+        def before_exec(*args, _original=original, _name=name, **kwargs):
+            write_open_sessions(f"os.{_name} replaces the process")
+            return _original(*args, **kwargs)
+
+        before_exec._proton_original = original
+        before_exec.__name__ = before_exec.__qualname__ = name
+        before_exec.__doc__ = original.__doc__
+        setattr(os, name, before_exec)
 
 
 def _at_exit() -> None:
