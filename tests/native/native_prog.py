@@ -32,11 +32,14 @@ class BuildError(RuntimeError):
 
 
 def nvcc() -> str | None:
-    """nvcc from $NVCC, PATH, $CUDA_HOME or /usr/local/cuda."""
+    """nvcc from $NVCC, PATH, $CUDA_HOME, /usr/local/cuda or the nvidia-cuda-nvcc wheels."""
     found = os.environ.get("NVCC") or shutil.which("nvcc")
     if found:
         return found
-    for home in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"):
+    homes = [os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"]
+    homes += sorted(glob.glob(os.path.join(os.path.dirname(os.path.dirname(os.__file__)), "*-packages", "nvidia",
+                                           "cu*")))
+    for home in homes:
         if home and os.access(os.path.join(home, "bin", "nvcc"), os.X_OK):
             return os.path.join(home, "bin", "nvcc")
     return None
@@ -120,6 +123,25 @@ def simcuda():
     import simcuda as module
 
     return module
+
+
+def kernel_counts(literal: dict) -> dict[str, int]:
+    """{kernel name: launches} summed over a hatchet tree (kernel nodes carry ``device_id``)."""
+    counts: dict[str, int] = {}
+    stack = [literal]
+    while stack:
+        node = stack.pop()
+        stack.extend(node.get("children", []))
+        metrics = node.get("metrics", {})
+        if "device_id" in metrics:
+            name = node["frame"]["name"]
+            counts[name] = counts.get(name, 0) + int(metrics.get("count", 0))
+    return counts
+
+
+def launched(report_: dict) -> dict[str, int]:
+    """The kernels a program's report says ran at least once, with their counts."""
+    return {k: v for k, v in report_["kernels"].items() if v}
 
 
 def process_files(name: str, pid: int, extension: str = "hatchet") -> list[str]:
