@@ -4,12 +4,15 @@
 #include <cxxabi.h>
 #include <dlfcn.h>
 #include <execinfo.h>
+#include <link.h>
 
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+
+#include "elf_symbols.h"
 
 namespace proton_cupti {
 namespace native_stack {
@@ -129,17 +132,27 @@ void set_extra_excluded(std::vector<std::string> prefixes) {
 std::string symbolize(uintptr_t ret) {
   Dl_info info;
   std::memset(&info, 0, sizeof(info));
+  link_map* object = nullptr;
   char offset[32];
-  if (!dladdr(reinterpret_cast<void*>(ret - 1), &info) || info.dli_fname == nullptr) {
+  uintptr_t pc = ret - 1;  // inside the call instruction: a call that ends its function maps to that function
+  if (!dladdr1(reinterpret_cast<void*>(pc), &info, reinterpret_cast<void**>(&object), RTLD_DL_LINKMAP) ||
+      info.dli_fname == nullptr) {
     std::snprintf(offset, sizeof(offset), "0x%llx", static_cast<unsigned long long>(ret));
     return std::string("?+") + offset;  // no loaded object holds it (JIT code)
   }
   std::string library = base_name(info.dli_fname);
-  if (library.empty()) library = "<main>";
+  bool program = object != nullptr && (object->l_name == nullptr || object->l_name[0] == '\0');
+  if (library.empty()) library = program ? "<program>" : "?";
+  std::string function;
   if (info.dli_sname != nullptr && info.dli_sname[0] != '\0') {
+    function = info.dli_sname;
+  } else if (object != nullptr) {  // not exported: the file's full symbol table, where it kept one
+    function = elf_symbols::function_at(program ? "/proc/self/exe" : object->l_name, pc - object->l_addr);
+  }
+  if (!function.empty()) {
     int status = 0;
-    char* demangled = abi::__cxa_demangle(info.dli_sname, nullptr, nullptr, &status);
-    std::string function = status == 0 && demangled != nullptr ? demangled : info.dli_sname;
+    char* demangled = abi::__cxa_demangle(function.c_str(), nullptr, nullptr, &status);
+    if (status == 0 && demangled != nullptr) function = demangled;
     std::free(demangled);
     return function + " (" + library + ")";
   }

@@ -42,8 +42,9 @@ unsigned classify(uintptr_t ret);
 void set_extra_excluded(std::vector<std::string> prefixes);
 
 // How a return address reads in a path: "function (library)" where the dynamic
-// symbol table names the function (C++ names demangled), else "library+0xoffset"
-// (offset from the library's load address, as addr2line takes it).
+// symbol table, or else the file's full one (.symtab), names the function (C++
+// names demangled), else "library+0xoffset" (the return address less the
+// library's load address, as addr2line takes it for a shared library or PIE).
 std::string symbolize(uintptr_t ret);
 
 }  // namespace native_stack

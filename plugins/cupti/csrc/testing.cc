@@ -206,6 +206,10 @@ PROTON_TEST_USER std::string test_user_noop_launches(uint64_t n) {
   return error;
 }
 
+// What the CUPTI callback does for a launch, as a plain C function: a test library's code calls it
+// through a pointer (its own frames then sit between the user's and the callback's).
+void launch_callback(uint32_t corr) { recorder().on_launch(corr); }
+
 void bind_testing(py::module_& m) {
   m.def("_test_reset", [] { recorder().reset(); });
   m.def("_test_launch", [](uint32_t corr) { recorder().on_launch(corr); }, py::arg("corr"),
@@ -309,6 +313,8 @@ void bind_testing(py::module_& m) {
     native_stack::warm_up();
     return std::string(native_stack::unwinder());
   }, "the unwinder native stacks are captured with: 'libunwind' or 'backtrace' (glibc)");
+  m.def("_test_launch_callback_address", [] { return reinterpret_cast<uintptr_t>(&launch_callback); },
+        "the address of a C function void(uint32_t corr) that does what the launch callback does");
   m.attr("SLOTS") = Recorder::kSlots;
 }
 

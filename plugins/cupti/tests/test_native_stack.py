@@ -102,6 +102,42 @@ def test_frames_of_the_launch_libraries_are_dropped_up_to_the_users_call(rec):
     assert not any("libc.so" in n for n in dropped), dropped
 
 
+CALLER_C = """
+typedef void (*launch_fn)(unsigned);
+__attribute__((noinline, visibility("hidden"))) void hidden_caller(launch_fn f, unsigned corr) {
+  f(corr);
+  __asm__ volatile("" ::: "memory");
+}
+void exported_entry(launch_fn f, unsigned corr) {
+  hidden_caller(f, corr);
+  __asm__ volatile("" ::: "memory");
+}
+"""
+
+
+@pytest.mark.parametrize("strip", [False, True], ids=["with_symtab", "stripped"])
+def test_functions_the_dynamic_symbols_leave_out_are_named_from_the_files_symtab(rec, tmp_path, strip):
+    """A program linked without -rdynamic exports none of its functions: their names come from .symtab."""
+    import ctypes
+
+    from proton_core.testing import NoCompiler, build_library
+
+    source = tmp_path / "caller.c"
+    source.write_text(CALLER_C)
+    name = f"libnative_caller_{int(strip)}.so"
+    try:
+        lib = build_library(str(source), str(tmp_path / name), *(["-s"] if strip else []))
+    except NoCompiler as exc:
+        pytest.skip(str(exc))
+    lib.exported_entry.argtypes = [ctypes.c_void_p, ctypes.c_uint]
+    rec.native_frames(True)
+    launch(rec, lambda c: lib.exported_entry(rec._test_launch_callback_address(), c), "from_c")
+    names = frames(paths(rec)["from_c"])
+    assert names[-1].startswith(("hidden_caller (" if not strip else f"{name}+0x")), names[-3:]
+    assert names[-1].endswith(f"({name})") or names[-1].startswith(f"{name}+0x")
+    assert names[-2] == f"exported_entry ({name})"  # in the dynamic symbols either way
+
+
 def test_how_the_process_began_is_left_out_at_the_root_end(rec):
     rec.native_frames(True)
     launch(rec, rec._test_user_launch, "k")
