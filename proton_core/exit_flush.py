@@ -43,6 +43,10 @@ _owner_pid = 0
 _manager = None
 #: signal number -> the disposition ours replaced (a callable or SIG_DFL)
 _previous: dict[int, object] = {}
+#: Set where Python runs inside a program that is not Python (the cupti plugin's injection library): a Python
+#: handler would only run when the main thread runs Python, which it never does there; the library's own
+#: handlers write the profile instead.
+signals_handled_natively = False
 
 
 def enabled() -> bool:
@@ -60,7 +64,7 @@ def install(manager) -> None:
         _installed, _owner_pid, _manager = True, os.getpid(), manager
         atexit.register(_at_exit)
         _wrap_exec()
-        if threading.current_thread() is not threading.main_thread():
+        if threading.current_thread() is not threading.main_thread() or signals_handled_natively:
             return  # signal handlers can only be set from the main thread; atexit still covers normal exits
         for name in SIGNALS:
             signum = getattr(signal, name, None)

@@ -8,7 +8,7 @@
  * RTLD_GLOBAL so the extension modules resolve against it), and its Python half
  * (proton_cupti.injected) starts the session of PROTON_FOLLOW with the cupti
  * backend.  Launch callbacks stay native: the program's threads never take the GIL.
- * The profile is written at exit(), return from main, SIGTERM and SIGINT.
+ * The profile is written at exit(), return from main, SIGTERM, SIGINT and SIGHUP.
  *
  * In a Python process (the interpreter is already running) the process profiles
  * itself through proton-profile's start-up hook: InitializeInjection does
@@ -45,8 +45,9 @@ static pid_t boot_pid;
 static volatile sig_atomic_t writing;    /* the exit write is under way */
 static volatile sig_atomic_t written;    /* the exit write is done: nothing more to do */
 static int signal_pipe[2] = {-1, -1};
-static struct sigaction previous[2];    /* SIGTERM, SIGINT as they were before us */
-static const int handled[2] = {SIGTERM, SIGINT};
+#define NSIGNALS 3
+static struct sigaction previous[NSIGNALS]; /* as they were before us */
+static const int handled[NSIGNALS] = {SIGTERM, SIGINT, SIGHUP};
 
 static void say(const char* fmt, const char* a, const char* b) {
   char line[1024];
@@ -156,19 +157,27 @@ static void* signal_watcher(void* arg) {
     if (n <= 0) return NULL;
     int sig = b;
     write_profile();
-    for (int i = 0; i < 2; ++i)
+    for (int i = 0; i < NSIGNALS; ++i)
       if (handled[i] == sig) sigaction(sig, &previous[i], NULL);
     kill(getpid(), sig);
     return NULL;
   }
 }
 
+/* The program's dispositions before Python starts (Python's signal module takes SIGINT for itself, and a
+ * Python handler never runs in a program whose threads do not run Python). */
+static int program_default[NSIGNALS];
+static void note_program_signals(void) {
+  for (int i = 0; i < NSIGNALS; ++i)
+    program_default[i] = sigaction(handled[i], NULL, &previous[i]) == 0 && previous[i].sa_handler == SIG_DFL &&
+                         !(previous[i].sa_flags & SA_SIGINFO);
+}
+
 static void install_signal_handlers(void) {
   if (pipe(signal_pipe) != 0) return;
-  for (int i = 0; i < 2; ++i) {
+  for (int i = 0; i < NSIGNALS; ++i) {
     struct sigaction now;
-    if (sigaction(handled[i], NULL, &previous[i]) != 0) continue;
-    if (previous[i].sa_handler != SIG_DFL || (previous[i].sa_flags & SA_SIGINFO)) continue; /* the program's own */
+    if (!program_default[i]) continue; /* the program's own, or ignored: left as they are */
     memset(&now, 0, sizeof now);
     now.sa_handler = on_signal;
     sigemptyset(&now.sa_mask);
@@ -180,7 +189,7 @@ static void install_signal_handlers(void) {
   pthread_attr_init(&attr);
   pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
   if (pthread_create(&t, &attr, signal_watcher, NULL) != 0)
-    for (int i = 0; i < 2; ++i) sigaction(handled[i], &previous[i], NULL);
+    for (int i = 0; i < NSIGNALS; ++i) sigaction(handled[i], &previous[i], NULL);
   pthread_attr_destroy(&attr);
 }
 
@@ -205,6 +214,7 @@ static enum boot_state boot_locked(void) {
   struct saved_var home, booting;
   swap_var(&home, "PYTHONHOME", getenv("PROTON_INJECT_PYTHONHOME"));
   swap_var(&booting, "PROTON_INJECT_BOOTING", "1"); /* proton-profile's start-up hook stands aside */
+  note_program_signals();
   py.initialize_ex(0); /* 0: the program keeps its signal handlers */
   restore_var(&home);
   restore_var(&booting);

@@ -123,6 +123,9 @@ def boot() -> None:
     """Start this process's session (the library calls this once, in a process without Python)."""
     _site_paths()
     sys.argv = [_program()]
+    from proton_core import exit_flush
+
+    exit_flush.signals_handled_natively = True  # injection.c's handlers: no Python runs on the program's threads
     from proton_core.follow import OPTIONS_VAR, child, decode
 
     options = decode(os.environ.get(OPTIONS_VAR, ""))
