@@ -154,7 +154,7 @@ def summarize(rounds: list[dict], launches: int) -> dict:
     """Per cell: the median ns per launch and its interval, and the same of the paired differences to the
     path's unprofiled and floor cells of the same round; kernel counts that miss launches are said."""
     summary = {}
-    for cell in CELLS:
+    for cell in (c for c in CELLS if any(c in r for r in rounds)):
         path = cell.split("/")[0]
         own = [r[cell]["ns_per_launch"] for r in rounds if "ns_per_launch" in r.get(cell, {})]
         entry = {"rounds": len(own), "errors": [r[cell]["error"] for r in rounds if "error" in r.get(cell, {})]}
