@@ -8,6 +8,7 @@ SIGKILL under periodic flushing (the parts written before it)."""
 from __future__ import annotations
 
 import glob
+import json
 import os
 import signal
 import subprocess
@@ -43,10 +44,9 @@ def job_environment(cuda_sim, options: dict) -> dict:
     return simcuda.environment(cuda_sim, env)
 
 
-def start(client, cuda_sim, tmp_path, *args, mode=None):
-    options = {"name": str(tmp_path / "inj"), "backend": "cupti"}
-    if mode:
-        options["mode"] = mode
+def start(client, cuda_sim, tmp_path, *args, **session):
+    """The program, run with ``args`` under a session of ``session``'s options (mode, data, output_format)."""
+    options = {"name": str(tmp_path / "inj"), "backend": "cupti", **session}
     return subprocess.Popen([client, *args], env=job_environment(cuda_sim, options), cwd=tmp_path,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
@@ -93,15 +93,68 @@ def test_profile_written_at_exit_with_the_programs_status(client, cuda_sim, tmp_
     assert_workload(the_profile(tmp_path, proc))
 
 
-#: csrc/injection.c installs its SIGTERM/SIGINT handlers only where the disposition is still the default,
-#: after the session's start, which set Python-level ones (exit_flush) that never run in a program whose main
-#: thread does not run Python again: the signal is swallowed, nothing is written and the program runs on.
-SIGNALS_SWALLOWED = ("injection.c: the session's Python signal handlers are taken for the program's own, so "
-                     "SIGTERM/SIGINT are swallowed (no profile, no death); see the report of the sim CUPTI work")
+@pytest.mark.parametrize("flag", ["on-thread", "nvtx-first"])
+def test_cuda_and_nvtx_first_used_elsewhere_than_main(client, cuda_sim, tmp_path, flag):
+    # on-thread: cuInit (so the interpreter's start), NVTX ranges and launches on a thread that ends before
+    # main returns; nvtx-first: a library's first NVTX range comes before cuInit
+    proc = start(client, cuda_sim, tmp_path, "return", flag)
+    _, err = finish(proc)
+    assert proc.returncode == 7, err
+    assert_workload(the_profile(tmp_path, proc))
 
 
-@pytest.mark.xfail(strict=True, reason=SIGNALS_SWALLOWED)
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_a_child_forked_without_exec_is_not_profiled_and_says_so(client, cuda_sim, tmp_path):
+    proc = start(client, cuda_sim, tmp_path, "return", "fork")
+    _, err = finish(proc)
+    assert proc.returncode == 7, err
+    root = the_profile(tmp_path, proc)  # the parent's only: the child writes nothing
+    assert_workload(root)
+    assert "k_child" not in kernels(root)
+    assert "forked by the profiled process" in err and "is not profiled" in err
+
+
+def test_the_programs_own_sigterm_handler_is_kept(client, cuda_sim, tmp_path):
+    proc = start(client, cuda_sim, tmp_path, "own-sigterm")
+    for line in proc.stdout:
+        if line.startswith("READY"):
+            break
+    proc.send_signal(signal.SIGTERM)
+    _, err = finish(proc, timeout=30)
+    assert proc.returncode == 5, f"the program's handler (exit(5)) must run: {err}"
+    assert_workload(the_profile(tmp_path, proc))
+
+
+@pytest.mark.parametrize("session, extension", [({"data": "trace"}, "chrome_trace"),
+                                                ({"output_format": "pprof"}, "pb.gz"),
+                                                ({"output_format": "hatchet_msgpack"}, "hatchet_msgpack")])
+def test_every_output_format_is_written_at_exit(client, cuda_sim, tmp_path, session, extension):
+    proc = start(client, cuda_sim, tmp_path, "exit", **session)
+    _, err = finish(proc)
+    assert proc.returncode == 3, err
+    path = tmp_path / f"inj.pid{proc.pid}.{extension}"
+    assert path.exists(), err
+    if extension == "chrome_trace":
+        events = json.loads(path.read_text())["traceEvents"]
+        names = [e["name"] for e in events if e.get("ph") == "X" and e.get("cat") == "kernel"]
+        assert sorted(names) == sorted(["k_outer"] * 2 + ["k_inner"] * 3 + ["k_top"] + ["g_a", "g_b"] * 2)
+        inner = [e for e in events if e.get("name") == "k_inner" and e.get("ph") == "X"]
+        assert all(e["args"]["path"] == "outer/inner" for e in inner)
+    elif extension == "pb.gz":
+        from proton_core.formats import pprof_read
+
+        profile = pprof_read.read(str(path))
+        by_path = {s.path: s.values for s in profile.samples}
+        time_type = next(t for t, _ in profile.sample_types if "time" in t)
+        assert by_path[("outer", "inner", "k_inner")][time_type] == 1500
+        assert by_path[("replay", "<captured_at>", "capture", "g_a")][time_type] == 400
+    else:
+        from proton_core.formats import msgpack_io
+
+        root = msgpack_io.load(str(path))[0]
+        assert_workload(root)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP], ids=["SIGTERM", "SIGINT", "SIGHUP"])
 def test_profile_written_when_a_signal_ends_the_program(client, cuda_sim, tmp_path, sig):
     proc = start(client, cuda_sim, tmp_path, "sigterm")
     for line in proc.stdout:
@@ -110,13 +163,6 @@ def test_profile_written_when_a_signal_ends_the_program(client, cuda_sim, tmp_pa
     proc.send_signal(sig)
     out, err = finish(proc, timeout=15)
     assert proc.returncode == -sig, f"the program must die of {sig.name} once its profile is written: {err}"
-    assert_workload(the_profile(tmp_path, proc))
-
-
-def test_nvtx_before_cuinit_boots_the_profiler_too(client, cuda_sim, tmp_path):
-    proc = start(client, cuda_sim, tmp_path, "return", "nvtx-first")
-    _, err = finish(proc)
-    assert proc.returncode == 7, err
     assert_workload(the_profile(tmp_path, proc))
 
 

@@ -7,25 +7,33 @@
  * pops ranges through the function table the tool filled (plugins/nvtx/tests/native/nvtx_client.c fakes
  * the same table).
  *
- *   inject_client HOW [nvtx-first]
+ *   inject_client HOW [FLAG...]
  *
  * plays one workload, then ends as HOW says:
  *   return   main returns 7              exit     exit(3)
  *   sigterm  prints READY, waits to be sent SIGTERM (or SIGINT: sigint)
+ *   own-sigterm  the same, with the program's own SIGTERM handler (installed first), which calls exit(5)
  *   phases   launches "phase_kernel" 10 times a phase, a phase every 20 ms, printing "PHASE n" after each,
  *            until it is killed
- * nvtx-first: the first NVTX call comes before cuInit (a library's range around the program's start).
+ * FLAGs:
+ *   nvtx-first  the first NVTX call comes before cuInit (a library's range around the program's start)
+ *   on-thread   cuInit and the workload run on a thread of their own, which ends before the program does
+ *   fork        after the workload the program forks a child that launches k_child and exits 0, and waits
+ *               for it
  *
  * The workload (kernel, device, stream, duration in ns; NVTX ranges as scopes):
  *   outer: k_outer x2 (0, 7, 1000); outer/inner: k_inner x3 (1, 3, 500); top level: k_top (0, 7, 100);
  *   capture: a graph of g_a, g_b captured (0, 7); replay: the graph launched twice (200 each).
  */
 #include <dlfcn.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 /* The simulated driver (sim_tool.h and libcuda_sim.c); no CUDA headers needed here. */
@@ -92,9 +100,13 @@ static void sleep_ms(long ms) {
   nanosleep(&ts, NULL);
 }
 
-int main(int argc, char** argv) {
-  const char* how = argc > 1 ? argv[1] : "return";
-  if (argc > 2 && strcmp(argv[2], "nvtx-first") == 0) nvtx_init();
+static void on_own_sigterm(int sig) {
+  (void)sig;
+  exit(5);
+}
+
+static void* workload(void* arg) {
+  (void)arg;
   cuInit(0); /* the driver loads the injection library here */
   push("outer");
   sim_launch("k_outer", 0, 7, 1000);
@@ -114,9 +126,37 @@ int main(int argc, char** argv) {
   pop();
   printf("injection %lld\n", (long long)sim_stat("injection"));
   fflush(stdout);
+  return NULL;
+}
+
+static int has_flag(int argc, char** argv, const char* flag) {
+  for (int i = 2; i < argc; ++i)
+    if (strcmp(argv[i], flag) == 0) return 1;
+  return 0;
+}
+
+int main(int argc, char** argv) {
+  const char* how = argc > 1 ? argv[1] : "return";
+  if (strcmp(how, "own-sigterm") == 0) signal(SIGTERM, on_own_sigterm);
+  if (has_flag(argc, argv, "nvtx-first")) nvtx_init();
+  if (has_flag(argc, argv, "on-thread")) {
+    pthread_t t;
+    if (pthread_create(&t, NULL, workload, NULL) != 0 || pthread_join(t, NULL) != 0) return 90;
+  } else {
+    workload(NULL);
+  }
+  if (has_flag(argc, argv, "fork")) {
+    pid_t pid = fork();
+    if (pid == 0) {
+      sim_launch("k_child", 0, 7, 10);
+      exit(0);
+    }
+    int status = 0;
+    if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0) return 91;
+  }
 
   if (strcmp(how, "exit") == 0) exit(3);
-  if (strcmp(how, "sigterm") == 0 || strcmp(how, "sigint") == 0) {
+  if (strcmp(how, "sigterm") == 0 || strcmp(how, "sigint") == 0 || strcmp(how, "own-sigterm") == 0) {
     printf("READY\n");
     fflush(stdout);
     for (;;) pause();

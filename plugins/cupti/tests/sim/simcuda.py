@@ -59,7 +59,7 @@ def build_client(directory: str) -> str:
     (built there first by :func:`build`); returns the program's path."""
     out = os.path.join(directory, "inject_client")
     subprocess.run([compiler(), "-O2", "-Wall", "-o", out, os.path.join(HERE, "inject_client.c"), f"-L{directory}",
-                    "-l:" + DRIVER, f"-Wl,-rpath,{directory}", "-ldl"], check=True)
+                    "-l:" + DRIVER, f"-Wl,-rpath,{directory}", "-ldl", "-lpthread"], check=True)
     return out
 
 
