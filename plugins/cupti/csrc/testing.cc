@@ -200,7 +200,12 @@ PROTON_TEST_USER void test_user_launch_through_libc(uint32_t corr) {
   asm volatile("" ::: "memory");
 }
 
-PROTON_TEST_USER std::string test_user_noop_launches(uint64_t n) {
+PROTON_TEST_USER std::string test_user_noop_launches(uint64_t n, int depth) {
+  if (depth > 0) {  // one more native frame of the user's between the loop and the caller
+    std::string error = test_user_noop_launches(n, depth - 1);
+    asm volatile("" ::: "memory");
+    return error;
+  }
   std::string error = launch_noop_loop(n);
   asm volatile("" ::: "memory");
   return error;
@@ -284,8 +289,10 @@ void bind_testing(py::module_& m) {
         "launch `corr` from test_user_launch, a function counted as the user's (context='native' tests)");
   m.def("_test_user_launch_through_libc", &test_user_launch_through_libc, py::arg("corr"),
         "launch `corr` from a qsort comparator called by test_user_launch_through_libc");
-  m.def("_test_user_noop_launches", &test_user_noop_launches, py::arg("n"), py::call_guard<py::gil_scoped_release>(),
-        "as _test_launch_noop, from test_user_noop_launches (a function counted as the user's)");
+  m.def("_test_user_noop_launches", &test_user_noop_launches, py::arg("n"), py::arg("depth") = 0,
+        py::call_guard<py::gil_scoped_release>(),
+        "as _test_launch_noop, from test_user_noop_launches called `depth` times over (functions counted as the "
+        "user's)");
   m.def(
       "_test_native_exclude",
       [](std::vector<std::string> prefixes) {
