@@ -17,8 +17,8 @@ from proton_core.testing import child, child_names, load_profile
 
 from cupti_helpers import kernels
 
-STATS = ("records", "delivered", "buffers", "subscribed", "finalizes", "lost_at_finalize", "syncs", "dropped",
-         "forced_flushes", "kernel_activity")
+STATS = ("records", "delivered", "buffers", "subscribed", "subscribes", "finalizes", "lost_at_finalize", "syncs",
+         "dropped", "forced_flushes", "kernel_activity")
 
 
 def run(cuda_sim, tmp_path, body: str, env: dict | None = None, check: bool = True) -> tuple[dict, subprocess.CompletedProcess]:
@@ -179,3 +179,65 @@ def test_another_cupti_client_is_refused_in_one_line_or_skipped(cuda_sim, tmp_pa
     assert "another CUPTI client holds CUPTI" in proc.stderr
     root, _ = load_profile(str(tmp_path / "sim.hatchet"))
     assert root["children"] == [], "no kernel recorded, and the scope alone is not written"
+
+
+def test_a_native_threads_launches_go_under_the_main_threads_scope(cuda_sim, tmp_path):
+    # decision 0245: a thread whose context the core never set launches under the main thread's
+    run(cuda_sim, tmp_path, """
+        proton.start(OUT, backend="cupti")
+        with proton.scope("main_scope"):
+            sim.launch_on_thread("from_thread", device=1, duration_ns=30, times=4)
+        proton.finalize()
+    """)
+    root, _ = load_profile(str(tmp_path / "sim.hatchet"))
+    assert kernels(child(root, "main_scope"))["from_thread"] == {"time (ns)": 120, "count": 4, "device_id": "1",
+                                                                  "device_type": "CUDA"}
+
+
+def test_periodic_phases_end_at_n_launches_counted_natively(cuda_sim, tmp_path):
+    run(cuda_sim, tmp_path, """
+        proton.start(OUT, backend="cupti", mode="periodic_flushing:launches=5")
+        with proton.scope("s"):
+            sim.launch("k", times=12)
+        proton.finalize()
+    """)
+    parts = sorted(tmp_path.glob("sim.part_*.hatchet"))
+    counts = [kernels(child(load_profile(str(p))[0], "s"))["k"]["count"] for p in parts]
+    assert counts == [5, 5, 2]
+
+
+def test_reattach_after_a_graph_loses_no_record(cuda_sim, tmp_path):
+    # after a graph was captured, a phase end past PROTON_CUPTI_REATTACH_RECORDS records detaches CUPTI
+    # (cuptiFinalize) and attaches it again: every record is delivered first
+    stats, _ = run(cuda_sim, tmp_path, """
+        session = proton.start(OUT, backend="cupti", mode="periodic_flushing")
+        with proton.scope("s"):
+            graph = sim.capture(["g"])
+            sim.launch("k", times=4)
+            sim.replay(graph)
+            proton.deactivate(session, flushing=True)  # the records reach the recorder: the phase end counts them
+            proton.activate(session)
+            proton.data.advance_phase(session)
+            sim.launch("k", times=3)
+            sim.replay(graph)
+        proton.finalize()
+    """, env={**os.environ, "PROTON_CUPTI_REATTACH_RECORDS": "3"})
+    assert stats["subscribes"] == 2 and stats["finalizes"] == 2, stats
+    assert stats["lost_at_finalize"] == 0 and stats["records"] == stats["delivered"] == 9
+    parts = sorted(tmp_path.glob("sim.part_*.hatchet"))
+    first, second = (load_profile(str(p))[0] for p in parts)
+    assert kernels(child(first, "s"))["k"]["count"] == 4 and kernels(child(second, "s"))["k"]["count"] == 3
+    assert kernels(child(second, "s", "<captured_at>", "s"))["g"]["count"] == 1, "graph nodes survive the re-attach"
+
+
+def test_pcsampling_without_the_api_is_refused_in_one_line(cuda_sim, tmp_path):
+    _, proc = run(cuda_sim, tmp_path, """
+        try:
+            proton.start(OUT, backend="cupti", mode="pcsampling")
+        except proton.ProtonError as exc:
+            print("REFUSED", exc)
+    """)
+    refused = [line for line in proc.stdout.splitlines() if line.startswith("REFUSED")]
+    assert refused == [f"REFUSED cupti backend cannot start pcsampling: libcupti at {cuda_sim}/libcupti.so lacks the PC "
+                       "Sampling API (cuptiPCSamplingEnable); set PROTON_CUPTI_LIB_PATH to a libcupti from CUDA 12.4 "
+                       "or newer"]

@@ -265,6 +265,26 @@ SIM_API void sim_launch_many(const char* kernel, uint32_t device, uint32_t strea
   for (uint64_t i = 0; i < n; ++i) sim_launch(kernel, device, stream, duration_ns);
 }
 
+struct thread_launches {
+  const char* kernel;
+  uint32_t device, stream;
+  uint64_t duration, n;
+};
+static void* launch_thread(void* arg) {
+  struct thread_launches* job = (struct thread_launches*)arg;
+  sim_launch_many(job->kernel, job->device, job->stream, job->duration, job->n);
+  return NULL;
+}
+
+/* n launches from a new thread of the program's (no Python on it), joined before returning: 0 on success. */
+SIM_API int sim_launch_on_thread(const char* kernel, uint32_t device, uint32_t stream, uint64_t duration_ns,
+                                 uint64_t n) {
+  struct thread_launches job = {intern(kernel), device, stream, duration_ns, n};
+  pthread_t t;
+  if (job.kernel == NULL || pthread_create(&t, NULL, launch_thread, &job) != 0) return -1;
+  return pthread_join(t, NULL);
+}
+
 /* -------------------------------------------------------------- graphs ---- */
 struct sim_graph {
   int n;

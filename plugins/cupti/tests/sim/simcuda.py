@@ -83,6 +83,8 @@ class Sim:
         lib.sim_launch.argtypes = [ctypes.c_char_p, u32, u32, u64]
         lib.sim_launch_many.restype = None
         lib.sim_launch_many.argtypes = [ctypes.c_char_p, u32, u32, u64, u64]
+        lib.sim_launch_on_thread.restype = ctypes.c_int
+        lib.sim_launch_on_thread.argtypes = [ctypes.c_char_p, u32, u32, u64, u64]
         lib.sim_graph_capture.restype = u64
         lib.sim_graph_capture.argtypes = [ctypes.POINTER(ctypes.c_char_p), ctypes.c_int, u32, u32]
         lib.sim_graph_instantiate.restype = u64
@@ -99,6 +101,11 @@ class Sim:
             self.lib.sim_launch(kernel.encode(), device, stream, duration_ns)
         else:
             self.lib.sim_launch_many(kernel.encode(), device, stream, duration_ns, times)
+
+    def launch_on_thread(self, kernel: str, device: int = 0, stream: int = 7, duration_ns: int = 1000,
+                         times: int = 1) -> None:
+        """``times`` launches from a new native thread (never holding the GIL, its context never set)."""
+        assert self.lib.sim_launch_on_thread(kernel.encode(), device, stream, duration_ns, times) == 0
 
     def capture(self, kernels: list[str], device: int = 0, stream: int = 7) -> int:
         """Stream-capture ``kernels`` into a graph and instantiate it; returns the executable graph."""
