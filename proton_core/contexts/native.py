@@ -30,7 +30,7 @@ class NativeContext(BaseContext):
         return TREE.path(context_id)
 
     def spell_frame(self, frame):
-        return [(FRAME, frame)]
+        return [(FRAME, frame)] if frame else []  # "": the CUDA runtime linked into the program, left out
 
     def here(self):
         return TREE.path(THREAD.current)

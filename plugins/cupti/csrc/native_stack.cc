@@ -52,6 +52,16 @@ bool in_test_user_code(uintptr_t pc) {
 }
 #endif
 
+// The CUDA runtime linked into the program (nvcc links libcudart_static by default) and the launch stubs
+// nvcc writes: no library tells them from the user's code, their names do.  Runtime API functions are
+// cuda<Capital>... (cudaLaunchKernel, its inline template wrappers too), its internals __cudart...
+bool runtime_function(const std::string& mangled, const std::string& name) {
+  if (mangled.compare(0, 8, "__cudart") == 0 || mangled.compare(0, 15, "__device_stub__") == 0 ||
+      name.compare(0, 15, "__device_stub__") == 0)
+    return true;
+  return name.size() > 4 && name.compare(0, 4, "cuda") == 0 && name[4] >= 'A' && name[4] <= 'Z';
+}
+
 }  // namespace
 
 namespace {
@@ -152,9 +162,10 @@ std::string symbolize(uintptr_t ret) {
   if (!function.empty()) {
     int status = 0;
     char* demangled = abi::__cxa_demangle(function.c_str(), nullptr, nullptr, &status);
-    if (status == 0 && demangled != nullptr) function = demangled;
+    std::string name = status == 0 && demangled != nullptr ? demangled : function;
     std::free(demangled);
-    return function + " (" + library + ")";
+    if (runtime_function(function, name)) return "";
+    return name + " (" + library + ")";
   }
   uintptr_t base = reinterpret_cast<uintptr_t>(info.dli_fbase);
   std::snprintf(offset, sizeof(offset), "0x%llx", static_cast<unsigned long long>(ret - base));

@@ -45,6 +45,8 @@ void set_extra_excluded(std::vector<std::string> prefixes);
 // symbol table, or else the file's full one (.symtab), names the function (C++
 // names demangled), else "library+0xoffset" (the return address less the
 // library's load address, as addr2line takes it for a shared library or PIE).
+// "" for the CUDA runtime's functions linked into a program (cuda<Capital>...,
+// __cudart..., nvcc's __device_stub__...): frames to leave out of paths.
 std::string symbolize(uintptr_t ret);
 
 }  // namespace native_stack

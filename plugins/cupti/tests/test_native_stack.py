@@ -115,6 +115,50 @@ void exported_entry(launch_fn f, unsigned corr) {
 """
 
 
+STATIC_RUNTIME_C = """
+typedef void (*launch_fn)(unsigned);
+__attribute__((noinline, visibility("hidden"))) void cudaFakeLaunch(launch_fn f, unsigned corr) {
+  f(corr);  /* libcudart_static's cudaLaunchKernel, linked into the program */
+  __asm__ volatile("" ::: "memory");
+}
+__attribute__((noinline, visibility("hidden"))) void __device_stub__Z4stubv(launch_fn f, unsigned corr) {
+  cudaFakeLaunch(f, corr);
+  __asm__ volatile("" ::: "memory");
+}
+__attribute__((noinline, visibility("hidden"))) void user_step(launch_fn f, unsigned corr) {
+  __device_stub__Z4stubv(f, corr);
+  __asm__ volatile("" ::: "memory");
+}
+void program_main(launch_fn f, unsigned corr) {
+  user_step(f, corr);
+  __asm__ volatile("" ::: "memory");
+}
+"""
+
+
+def test_the_cuda_runtime_linked_into_the_program_is_left_out(rec, tmp_path):
+    """nvcc links libcudart_static into the program: its frames (and nvcc's launch stubs) go by their names."""
+    import ctypes
+
+    from proton_core.testing import NoCompiler, build_library
+
+    source = tmp_path / "program.c"
+    source.write_text(STATIC_RUNTIME_C)
+    try:
+        lib = build_library(str(source), str(tmp_path / "libprogram.so"))
+    except NoCompiler as exc:
+        pytest.skip(str(exc))
+    lib.program_main.argtypes = [ctypes.c_void_p, ctypes.c_uint]
+    rec.native_frames(True)
+    launch(rec, lambda c: lib.program_main(rec._test_launch_callback_address(), c), "static_rt")
+    names = frames(paths(rec)["static_rt"])
+    # Named "" at flush: the stub and the runtime's launch, below the user's function.
+    assert names[-4:] == ["program_main (libprogram.so)", "user_step (libprogram.so)", "", ""], names[-5:]
+    spell = native_context.NativeContext().spell_frame
+    assert [e for n in names[-4:] for e in spell(n)] == [("frame", "program_main (libprogram.so)"),
+                                                         ("frame", "user_step (libprogram.so)")]
+
+
 @pytest.mark.parametrize("strip", [False, True], ids=["with_symtab", "stripped"])
 def test_functions_the_dynamic_symbols_leave_out_are_named_from_the_files_symtab(rec, tmp_path, strip):
     """A program linked without -rdynamic exports none of its functions: their names come from .symtab."""
