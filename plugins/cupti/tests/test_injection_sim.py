@@ -207,3 +207,36 @@ def test_proton_profile_runs_the_program_and_passes_its_status_through(client, c
     assert len(files) == 1, (files, proc.stderr)
     root, _ = load_profile(files[0])
     assert_workload(root)
+
+
+PARENT = """
+import subprocess, sys
+sys.path.insert(0, {sim_dir!r})
+import simcuda
+import proton_core as proton
+
+with proton.scope("parent_scope"):
+    simcuda.Sim().launch("k_parent", times=2)
+print("child status", subprocess.run([{client!r}, "exit"]).returncode)
+"""
+
+
+@pytest.mark.parametrize("no_follow", [False, True], ids=["followed", "no-follow"])
+def test_a_python_program_and_the_cuda_program_it_runs_are_profiled_each_in_its_file(client, cuda_sim, tmp_path,
+                                                                                        no_follow):
+    script = tmp_path / "parent.py"
+    script.write_text(PARENT.format(sim_dir=simcuda.HERE, client=client))
+    cmd = [sys.executable, "-m", "proton_core", "-n", str(tmp_path / "run"), "-b", "cupti",
+           *(["--no-follow"] if no_follow else []), str(script)]
+    proc = subprocess.run(cmd, env=simcuda.environment(cuda_sim), cwd=tmp_path, capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0 and "child status 3" in proc.stdout, proc.stderr
+    parent, _ = load_profile(str(tmp_path / "run.hatchet"))
+    assert kernels(child(parent, "parent_scope"))["k_parent"]["count"] == 2
+    assert "outer" not in [c["frame"]["name"] for c in parent["children"]], "the child's kernels are its own"
+    children = glob.glob(str(tmp_path / "run.pid*.hatchet"))
+    if no_follow:
+        assert children == [], "--no-follow: what the program starts is not profiled"
+    else:
+        assert len(children) == 1, (children, proc.stderr)
+        assert_workload(load_profile(children[0])[0])
