@@ -11,7 +11,9 @@ each in a fresh process, in an order rotated from round to round (no cell always
 * ``prog``: ``./prog --bench L`` unprofiled, under the bare-CUPTI floor (benchmarks/floor as the
   program's injection library), and under ``proton-profile`` (the cupti plugin's injection library);
 * ``python``: the same loop, built as a library and called through ctypes (the GIL released) from a
-  Python process: unprofiled, under the floor injection, and with ``proton.start(backend="cupti")``.
+  Python process: unprofiled, under the floor injection, and with ``proton.start(backend="cupti")``;
+* ``prog/native`` (only when ``--cells`` names it): the program under ``proton-profile -c native``, each
+  launch's native call stack captured.
 
 Printed per cell: ns per launch, median over rounds with its 90% bootstrap interval (report.median_ci),
 and the same for the difference to the unprofiled cell of the same path and round (+none) and to the
@@ -35,7 +37,10 @@ if not __package__:  # started as a file: the package and its modules cannot be 
 from benchmarks import REPO, python_m  # noqa: E402
 from benchmarks.report import median_ci  # noqa: E402
 
-CELLS = ("prog/none", "prog/floor", "prog/proton", "python/none", "python/floor", "python/proton")
+CELLS = ("prog/none", "prog/floor", "prog/proton", "python/none", "python/floor", "python/proton", "prog/native")
+#: Run unless --cells says otherwise; prog/native (proton-profile -c native: each launch's native call stack,
+#: decision 0315) is asked for by name.
+DEFAULT_CELLS = CELLS[:6]
 WARM = 1000  # prog.cu's untimed launches before the timed ones
 FOREIGN = ("PROTON_FOLLOW", "PROTON_BACKEND", "PROTON_RUN_ID", "PROTON_RANKS", "PROTON_SCHEDULE", "PROTON_ON_DEMAND",
            "PROTON_DISABLE", "CUDA_INJECTION64_PATH", "NVTX_INJECTION64_PATH")
@@ -121,8 +126,9 @@ class Cells:
         env = self.floor_env(floor_out) if mode == "floor" else clean_env()
         if path == "prog":
             cmd = [self.prog, "--iters", "0", "--replays", "0", "--bench", str(n)]
-            if mode == "proton":
-                cmd = python_m("proton_core", "-n", os.path.join(where, "inj"), *cmd)
+            if mode in ("proton", "native"):
+                context = ["-c", "native"] if mode == "native" else []
+                cmd = python_m("proton_core", *context, "-n", os.path.join(where, "inj"), *cmd)
         else:
             cmd = python_m("benchmarks.injection_cost", "--child", "proton" if mode == "proton" else "none",
                            "--library", self.library, "--launches", str(n), "--out", os.path.join(where, "py"))
@@ -142,7 +148,7 @@ class Cells:
                 floor = json.load(f)
             out["kernels"] = floor["per_kernel"].get("np_noop", 0)
             out["dropped"] = floor["dropped"]
-        elif mode == "proton" and path == "prog":
+        elif mode in ("proton", "native") and path == "prog":
             out["kernels"] = noop_kernels([os.path.join(where, f) for f in os.listdir(where)
                                            if f.startswith("inj.pid") and f.endswith(".hatchet")])
         elif mode == "proton":
@@ -162,7 +168,7 @@ def summarize(rounds: list[dict], launches: int) -> dict:
             entry["ns"] = _median_with_interval(own)
         for ref in ("none", "floor"):
             other = f"{path}/{ref}"
-            if other == cell:
+            if other == cell or (ref == "floor" and cell.endswith("/none")):
                 continue
             diffs = [r[cell]["ns_per_launch"] - r[other]["ns_per_launch"] for r in rounds
                      if "ns_per_launch" in r.get(cell, {}) and "ns_per_launch" in r.get(other, {})]
@@ -208,7 +214,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--launches", type=int, default=20000, help="timed launches per cell")
     ap.add_argument("--rounds", type=int, default=12, help="rounds (an interval needs 10)")
-    ap.add_argument("--cells", default=",".join(CELLS), help="comma list of " + ", ".join(CELLS))
+    ap.add_argument("--cells", default=",".join(DEFAULT_CELLS), help="comma list of " + ", ".join(CELLS))
     ap.add_argument("--json", help="also write the rounds and the summary here")
     ap.add_argument("--child", choices=("none", "proton"), help=argparse.SUPPRESS)
     ap.add_argument("--library", help=argparse.SUPPRESS)

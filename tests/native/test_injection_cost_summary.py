@@ -20,6 +20,7 @@ def rounds(n: int) -> list[dict]:
             "python/floor": {"error": "python/floor: exit 1: boom"} if r == 3 else
                             {"ns_per_launch": base + 305, "kernels": 21000},
             "python/proton": {"ns_per_launch": base + 500, "kernels": 21000},
+            "prog/native": {"ns_per_launch": base + 2400, "kernels": 21000},
         })
     return out
 
@@ -36,6 +37,8 @@ def test_differences_are_paired_within_rounds_and_misses_are_said():
     assert "over_none" not in summary["prog/none"] and "kernels_missed" not in summary["prog/none"]
     assert summary["python/floor"]["rounds"] == 11 and summary["python/floor"]["errors"] == ["python/floor: exit 1: boom"]
     assert summary["python/proton"]["over_floor"]["median"] == 195
+    assert summary["prog/native"]["over_floor"]["median"] == 2100, "the program's floor, not the Python process's"
+    assert "over_floor" not in summary["python/none"]
     text = table(summary, 20000, 12)
     assert "MISSED in 1 rounds" in text and "error: python/floor: exit 1: boom" in text
     few = summarize(rounds(3), 20000)
@@ -47,4 +50,4 @@ def test_unknown_cells_are_refused_in_one_line():
                           capture_output=True, text=True, cwd=native_prog.REPO, timeout=60)
     assert proc.returncode == 1
     assert proc.stderr.strip() == ("injection_cost: unknown cell 'prog/nope': choose from prog/none, prog/floor, "
-                                   "prog/proton, python/none, python/floor, python/proton")
+                                   "prog/proton, python/none, python/floor, python/proton, prog/native")
