@@ -13,6 +13,7 @@
  *   return   main returns 7              exit     exit(3)
  *   sigterm  prints READY, waits to be sent SIGTERM (or SIGINT: sigint)
  *   own-sigterm  the same, with the program's own SIGTERM handler (installed first), which calls exit(5)
+ *   exec     execs itself as `inject_client return` (the same process becomes a new program)
  *   phases   launches "phase_kernel" 10 times a phase, a phase every 20 ms, printing "PHASE n" after each,
  *            until it is killed
  * FLAGs:
@@ -20,6 +21,8 @@
  *   on-thread   cuInit and the workload run on a thread of their own, which ends before the program does
  *   fork        after the workload the program forks a child that launches k_child and exits 0, and waits
  *               for it
+ *   fork-exec   after the workload the program forks a child that execs `inject_client return`, and waits
+ *               for it (status 7)
  *
  * The workload (kernel, device, stream, duration in ns; NVTX ranges as scopes):
  *   outer: k_outer x2 (0, 7, 1000); outer/inner: k_inner x3 (1, 3, 500); top level: k_top (0, 7, 100);
@@ -154,8 +157,21 @@ int main(int argc, char** argv) {
     int status = 0;
     if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0) return 91;
   }
+  if (has_flag(argc, argv, "fork-exec")) {
+    pid_t pid = fork();
+    if (pid == 0) {
+      execl("/proc/self/exe", argv[0], "return", (char*)NULL);
+      _exit(92);
+    }
+    int status = 0;
+    if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 7) return 93;
+  }
 
   if (strcmp(how, "exit") == 0) exit(3);
+  if (strcmp(how, "exec") == 0) {
+    execl("/proc/self/exe", argv[0], "return", (char*)NULL);
+    return 92;
+  }
   if (strcmp(how, "sigterm") == 0 || strcmp(how, "sigint") == 0 || strcmp(how, "own-sigterm") == 0) {
     printf("READY\n");
     fflush(stdout);
