@@ -93,6 +93,20 @@ def test_profile_written_at_exit_with_the_programs_status(client, cuda_sim, tmp_
     assert_workload(the_profile(tmp_path, proc))
 
 
+def test_sigterm_while_the_program_keeps_launching(client, cuda_sim, tmp_path):
+    # the profile is written on the library's own thread while the main thread goes on launching kernels
+    proc = start(client, cuda_sim, tmp_path, "phases")
+    for line in proc.stdout:
+        if line.startswith("PHASE 3"):
+            break
+    proc.send_signal(signal.SIGTERM)
+    _, err = finish(proc, timeout=30)
+    assert proc.returncode == -signal.SIGTERM, err
+    root = the_profile(tmp_path, proc)
+    assert_workload(root)
+    assert kernels(root)["phase_kernel"]["count"] >= 30
+
+
 @pytest.mark.parametrize("flag", ["on-thread", "nvtx-first"])
 def test_cuda_and_nvtx_first_used_elsewhere_than_main(client, cuda_sim, tmp_path, flag):
     # on-thread: cuInit (so the interpreter's start), NVTX ranges and launches on a thread that ends before
