@@ -6,6 +6,7 @@
 #include <execinfo.h>
 #include <link.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -96,9 +97,19 @@ int libunwind_backtrace(uintptr_t* out, int max) {
   return fn ? fn(reinterpret_cast<void**>(out), max) : -1;
 }
 
+#ifdef PROTON_CUPTI_TESTING
+std::atomic<int> test_libunwind_cap{0};
+void test_cap_libunwind(int frames) { test_libunwind_cap.store(frames); }
+#endif
+
 int capture(uintptr_t* out, int max) {
   BacktraceFn fn = chosen.load(std::memory_order_relaxed);
-  return fn ? fn(reinterpret_cast<void**>(out), max) : backtrace(reinterpret_cast<void**>(out), max);
+  if (fn == nullptr) return backtrace(reinterpret_cast<void**>(out), max);
+#ifdef PROTON_CUPTI_TESTING
+  int cap = test_libunwind_cap.load(std::memory_order_relaxed);
+  if (cap > 0) return fn(reinterpret_cast<void**>(out), std::min(cap, max));  // as if it stopped there
+#endif
+  return fn(reinterpret_cast<void**>(out), max);
 }
 
 void warm_up() {
@@ -112,7 +123,8 @@ void warm_up() {
   own_base();
 }
 
-const char* unwinder() { return chosen.load(std::memory_order_relaxed) ? "libunwind" : "backtrace"; }
+bool using_libunwind() { return chosen.load(std::memory_order_relaxed) != nullptr; }
+const char* unwinder() { return using_libunwind() ? "libunwind" : "backtrace"; }
 
 unsigned classify(uintptr_t ret) {
   Dl_info info;

@@ -25,6 +25,12 @@ void warm_up();
 
 // The unwinder capture uses: "libunwind" or "backtrace" (after warm_up).
 const char* unwinder();
+bool using_libunwind();
+
+#ifdef PROTON_CUPTI_TESTING
+// libunwind gives at most `frames` frames from now on (0: all), as where it cannot step over a frame.
+void test_cap_libunwind(int frames);
+#endif
 
 // Each unwinder alone, for the cost comparison (-1: libunwind cannot be loaded).
 int glibc_backtrace(uintptr_t* out, int max);

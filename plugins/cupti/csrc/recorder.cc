@@ -268,6 +268,8 @@ uint32_t Recorder::current_node() {
 // process or thread began (libc), so it begins at main or the thread's function.  As with Python
 // frames, each thread keeps its previous stack: the same stack again takes no lock, and only frames past
 // the first difference are interned.  Addresses are only classified here (once each); names come at flush.
+// Where libunwind gives nothing but launch machinery (a frame it could not step over), glibc's unwinder
+// is asked again.
 uint32_t Recorder::native_frames_node(uint32_t gen, uint32_t base) {
   ThreadState& t = tls;
   uintptr_t pcs[native_stack::kMaxFrames];
@@ -282,25 +284,35 @@ uint32_t Recorder::native_frames_node(uint32_t gen, uint32_t base) {
   } else if (size_t(n) == t.native_pcs.size() && std::equal(pcs, pcs + n, t.native_pcs.begin())) {
     return t.native_leaf;
   }
-  int top = 0, bottom = n;  // pcs[top, bottom) are kept
-  while (top < n && (native_class(pcs[top]) & native_stack::kMachinery)) ++top;
-  while (bottom > top && (native_class(pcs[bottom - 1]) & native_stack::kStart)) --bottom;
+  const uintptr_t* f = pcs;  // the frames classified and kept: pcs, or glibc's where libunwind fell short
+  int m = n;
+  int top = 0;
+  while (top < m && (native_class(f[top]) & native_stack::kMachinery)) ++top;
+  uintptr_t again[native_stack::kMaxFrames];
+  if (top == m && native_stack::using_libunwind()) {  // libunwind stopped inside the launch machinery
+    m = native_stack::glibc_backtrace(again, native_stack::kMaxFrames);
+    f = again;
+    top = 0;
+    while (top < m && (native_class(f[top]) & native_stack::kMachinery)) ++top;
+  }
+  int bottom = m;  // f[top, bottom) are kept
+  while (bottom > top && (native_class(f[bottom - 1]) & native_stack::kStart)) --bottom;
   size_t kept = size_t(bottom - top), same = 0;
   size_t limit = std::min(kept, t.native_kept.size());
-  while (same < limit && t.native_kept[same] == pcs[bottom - 1 - same]) ++same;
+  while (same < limit && t.native_kept[same] == f[bottom - 1 - same]) ++same;
   t.native_kept.resize(same);
   t.native_nodes.resize(same);
   uint32_t parent = same ? t.native_nodes.back() : base;
   if (same < kept) {
     std::lock_guard<std::mutex> g(trie_mu_);
     for (size_t i = same; i < kept; ++i) {
-      uintptr_t pc = pcs[bottom - 1 - i];
+      uintptr_t pc = f[bottom - 1 - i];
       parent = intern_locked(parent, kNodeNativeFrame, uint64_t(pc));
       t.native_kept.push_back(pc);
       t.native_nodes.push_back(parent);
     }
   }
-  t.native_pcs.assign(pcs, pcs + n);
+  t.native_pcs.assign(pcs, pcs + n);  // what capture gave: the same again is this path again
   t.native_leaf = parent;
   return parent;
 }

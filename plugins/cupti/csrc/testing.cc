@@ -322,6 +322,8 @@ void bind_testing(py::module_& m) {
   }, "the unwinder native stacks are captured with: 'libunwind' or 'backtrace' (glibc)");
   m.def("_test_launch_callback_address", [] { return reinterpret_cast<uintptr_t>(&launch_callback); },
         "the address of a C function void(uint32_t corr) that does what the launch callback does");
+  m.def("_test_native_cap_libunwind", &native_stack::test_cap_libunwind, py::arg("frames"),
+        "libunwind gives at most `frames` frames from now on (0: all), as where it cannot step over a frame");
   m.attr("SLOTS") = Recorder::kSlots;
 }
 

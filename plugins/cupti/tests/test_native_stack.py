@@ -251,6 +251,22 @@ def test_capture_costs_are_measured_for_each_unwinder(rec):
         rec._test_native_capture_ns("dwarf", 1, 1)
 
 
+def test_where_libunwind_stops_inside_the_launch_machinery_glibcs_unwinder_takes_over(rec):
+    if rec._test_native_unwinder() != "libunwind":
+        pytest.skip("libunwind.so.8 is not loadable here: glibc's unwinder is the only one")
+    rec.native_frames(True)
+    rec._test_native_cap_libunwind(2)  # only the recorder's own frames
+    try:
+        launch(rec, rec._test_user_launch, "short")
+        launch(rec, rec._test_user_launch, "short")  # the same short capture again: the same path, from the memo
+    finally:
+        rec._test_native_cap_libunwind(0)
+    nodes_before = rec._test_node_count()
+    got = paths(rec)["short"]
+    assert frames(got)[-1].startswith(USER + " ("), frames(got)[-3:]
+    assert rec._test_node_count() == nodes_before
+
+
 LEAF_PATH = """
 import sys
 import proton_cupti._cupti as m
