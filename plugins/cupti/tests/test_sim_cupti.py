@@ -18,7 +18,7 @@ from proton_core.testing import child, child_names, load_profile
 from cupti_helpers import kernels
 
 STATS = ("records", "delivered", "buffers", "subscribed", "subscribes", "finalizes", "lost_at_finalize", "syncs",
-         "dropped", "forced_flushes", "kernel_activity")
+         "dropped", "forced_flushes", "kernel_activity", "incomplete")
 
 
 def run(cuda_sim, tmp_path, body: str, env: dict | None = None, check: bool = True) -> tuple[dict, subprocess.CompletedProcess]:
@@ -241,3 +241,40 @@ def test_pcsampling_without_the_api_is_refused_in_one_line(cuda_sim, tmp_path):
     assert refused == [f"REFUSED cupti backend cannot start pcsampling: libcupti at {cuda_sim}/libcupti.so lacks the PC "
                        "Sampling API (cuptiPCSamplingEnable); set PROTON_CUPTI_LIB_PATH to a libcupti from CUDA 12.4 "
                        "or newer"]
+
+
+def test_finalize_waits_for_kernels_still_running(cuda_sim, tmp_path):
+    # kernels keep running until their context is synchronized: finalize must synchronize the launching
+    # thread's context and every active primary context before its forced flush, or they come out cut
+    # short, without times
+    stats, _ = run(cuda_sim, tmp_path, """
+        sim.set_async(True)
+        proton.start(OUT, backend="cupti")
+        with proton.scope("s"):
+            sim.launch("on_current", device=0, duration_ns=100, times=3)
+            sim.launch("on_other_device", device=1, duration_ns=50, times=2)
+        assert sim.stat("running") == 5
+        proton.finalize()
+    """)
+    assert stats["incomplete"] == 0 and stats["records"] == 5, stats
+    root, _ = load_profile(str(tmp_path / "sim.hatchet"))
+    found = kernels(child(root, "s"))
+    assert found["on_current"]["time (ns)"] == 300 and found["on_other_device"]["time (ns)"] == 100
+    assert "untimed" not in root["metrics"]
+
+
+def test_a_phase_is_written_once_its_running_kernels_ended(cuda_sim, tmp_path):
+    run(cuda_sim, tmp_path, """
+        sim.set_async(True)
+        session = proton.start(OUT, backend="cupti", mode="periodic_flushing")
+        with proton.scope("s"):
+            sim.launch("first", times=3)
+            proton.data.advance_phase(session)
+            sim.launch("second", times=2)
+        proton.finalize()
+    """)
+    first, second = (load_profile(str(p))[0] for p in sorted(tmp_path.glob("sim.part_*.hatchet")))
+    assert kernels(child(first, "s")) == {"first": {"time (ns)": 3000, "count": 3, "device_id": "0",
+                                                    "device_type": "CUDA"}}
+    assert kernels(child(second, "s"))["second"]["count"] == 2
+    assert "dropped" not in first["metrics"] and "dropped" not in second["metrics"]

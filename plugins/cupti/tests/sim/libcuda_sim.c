@@ -38,7 +38,12 @@ static int injection_result;
 static __thread CUcontext stack[MAX_STACK];
 static __thread int depth;
 
-SIM_API void sim_cuda_set_tool(const struct sim_tool* t) { tool = t; }
+static int async_kernels;  /* sim_set_async, told to each tool that attaches */
+
+SIM_API void sim_cuda_set_tool(const struct sim_tool* t) {
+  if (t) t->set_async(async_kernels);
+  tool = t;
+}
 
 /* ------------------------------------------------------------- devices ---- */
 static int valid_device(CUdevice d) { return initialized && d >= 0 && d < n_devices; }
@@ -188,11 +193,13 @@ SIM_API CUresult cuCtxPopCurrent_v2(CUcontext* ctx) {
   return CUDA_SUCCESS;
 }
 
-/* Kernels complete as they are launched here, so a synchronize only counts (sim_stat "syncs"). */
+/* The current context's running kernels end (sim_set_async); counted in sim_stat "syncs". */
 SIM_API CUresult cuCtxSynchronize(void) {
   if (!initialized) return CUDA_ERROR_NOT_INITIALIZED;
   if (depth == 0) return CUDA_ERROR_INVALID_CONTEXT;
   __atomic_add_fetch(&n_syncs, 1, __ATOMIC_RELAXED);
+  const struct sim_tool* t = tool;
+  if (t) t->synchronized(stack[depth - 1]);
   return CUDA_SUCCESS;
 }
 
@@ -382,6 +389,14 @@ SIM_API uint32_t sim_graph_launch(uint64_t exec, uint32_t stream, uint64_t durat
 SIM_API void sim_drop(uint64_t n) {
   const struct sim_tool* t = tool;
   if (t) t->drop(n);
+}
+
+/* 1: kernels keep running until their context is synchronized (a forced flush before that delivers their
+ * records incomplete, without times, as CUPTI does); 0 (the default): kernels end as they are launched. */
+SIM_API void sim_set_async(int on) {
+  async_kernels = on;
+  const struct sim_tool* t = tool;
+  if (t) t->set_async(on);
 }
 
 /* A counter by name: the driver's ("syncs", "launches", "inits", "injection", "injection_result",

@@ -9,11 +9,14 @@
  * only while a kernel activity kind is on, KERNEL and CONCURRENT_KERNEL never both; buffers asked of
  * the client's request callback and handed back full or at cuptiActivityFlushAll; records that find
  * no buffer counted, and handed out once, by cuptiActivityGetNumDroppedRecords; timestamps from the
- * client's timestamp callback, which is accepted only before activity is first enabled.
+ * client's timestamp callback, which is accepted only before activity is first enabled.  Kernels end as
+ * they are launched, or (sim_set_async) only when their context is synchronized: a forced flush before that
+ * hands their records over cut short, without times, as CUPTI does with kernels still running.
  */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -57,7 +60,7 @@ static uint64_t stream_end[CLOCK_DEVICES][CLOCK_STREAMS];
 
 /* sim_stat counters. */
 static uint64_t st_records, st_delivered, st_buffers, st_dropped, st_flushes, st_forced, st_finalizes,
-    st_subscribes, st_api_callbacks, st_resource_callbacks, st_lost_at_finalize, st_refused_buffers;
+    st_subscribes, st_api_callbacks, st_resource_callbacks, st_lost_at_finalize, st_refused_buffers, st_incomplete;
 
 static uint64_t now_ns(void) {
   if (timestamp_cb) return timestamp_cb();
@@ -260,9 +263,20 @@ static void deliver(CUpti_BuffersCallbackCompleteFunc comp, uint8_t* data, size_
   comp(NULL, 0, data, size, used);
 }
 
-static void on_kernel(CUcontext ctx, uint32_t device, uint32_t context_id, uint32_t stream, const char* name,
-                      uint32_t corr, uint64_t duration, uint64_t graph_node_id, uint32_t graph_id) {
-  (void)ctx;
+/* Kernels still running (sim_set_async): their records are made when their context is synchronized. */
+struct running {
+  CUcontext ctx;
+  uint32_t device, context_id, stream, corr, graph_id;
+  const char* name;
+  uint64_t duration, graph_node_id;
+};
+static int async_on;
+static struct running* running;
+static size_t n_running, cap_running;
+
+/* Writes one kernel record (incomplete: no timestamps, as CUPTI leaves a kernel a forced flush cut short). */
+static void make_record(uint32_t device, uint32_t context_id, uint32_t stream, const char* name, uint32_t corr,
+                        uint64_t duration, uint64_t graph_node_id, uint32_t graph_id, int incomplete) {
   uint8_t* full = NULL;
   size_t full_size = 0, full_used = 0;
   CUpti_BuffersCallbackCompleteFunc comp = NULL;
@@ -304,16 +318,19 @@ static void on_kernel(CUcontext ctx, uint32_t device, uint32_t context_id, uint3
     current.size = size;
     current.used = 0;
   }
-  uint64_t start = now_ns();
-  uint64_t* lane = &stream_end[device % CLOCK_DEVICES][stream % CLOCK_STREAMS];
-  if (start < *lane) start = *lane;
-  *lane = start + duration;
+  uint64_t start = 0, end = 0;
+  if (!incomplete) {
+    start = now_ns();
+    uint64_t* lane = &stream_end[device % CLOCK_DEVICES][stream % CLOCK_STREAMS];
+    if (start < *lane) start = *lane;
+    end = *lane = start + duration;
+  }
   KernelRecord* k = (KernelRecord*)(current.data + current.used);
   memset(k, 0, RECORD_SIZE);
   k->kind = kind;
   k->start = start;
-  k->end = start + duration;
-  k->completed = k->end;
+  k->end = end;
+  k->completed = end;
   k->queued = k->submitted = start;
   k->deviceId = device;
   k->contextId = context_id;
@@ -327,11 +344,64 @@ static void on_kernel(CUcontext ctx, uint32_t device, uint32_t context_id, uint3
   k->graphId = graph_id;
   current.used += RECORD_SIZE;
   ++st_records;
+  if (incomplete) ++st_incomplete;
   pthread_mutex_unlock(&mu);
   deliver(comp, full, full_size, full_used);
 }
 
+static void on_kernel(CUcontext ctx, uint32_t device, uint32_t context_id, uint32_t stream, const char* name,
+                      uint32_t corr, uint64_t duration, uint64_t graph_node_id, uint32_t graph_id) {
+  pthread_mutex_lock(&mu);
+  if (async_on) {
+    if (n_running == cap_running) {
+      size_t cap = cap_running ? 2 * cap_running : 64;
+      struct running* grown = realloc(running, cap * sizeof *running);
+      if (grown == NULL) {  /* out of memory: the kernel ends now */
+        pthread_mutex_unlock(&mu);
+        make_record(device, context_id, stream, name, corr, duration, graph_node_id, graph_id, 0);
+        return;
+      }
+      running = grown;
+      cap_running = cap;
+    }
+    struct running r = {ctx, device, context_id, stream, corr, graph_id, name, duration, graph_node_id};
+    running[n_running++] = r;
+    pthread_mutex_unlock(&mu);
+    return;
+  }
+  pthread_mutex_unlock(&mu);
+  make_record(device, context_id, stream, name, corr, duration, graph_node_id, graph_id, 0);
+}
+
+/* Ends the running kernels of `ctx` (every context: NULL) in launch order, complete or cut short. */
+static void end_running(CUcontext ctx, int incomplete) {
+  for (;;) {
+    struct running r;
+    int found = 0;
+    pthread_mutex_lock(&mu);
+    for (size_t i = 0; i < n_running && !found; ++i) {
+      if (ctx != NULL && running[i].ctx != ctx) continue;
+      r = running[i];
+      memmove(&running[i], &running[i + 1], (n_running - i - 1) * sizeof *running);
+      --n_running;
+      found = 1;
+    }
+    pthread_mutex_unlock(&mu);
+    if (!found) return;
+    make_record(r.device, r.context_id, r.stream, r.name, r.corr, r.duration, r.graph_node_id, r.graph_id, incomplete);
+  }
+}
+
+static void on_synchronized(CUcontext ctx) { end_running(ctx, 0); }
+
+static void on_set_async(int on) {
+  pthread_mutex_lock(&mu);
+  async_on = on;
+  pthread_mutex_unlock(&mu);
+}
+
 CUptiResult CUPTIAPI cuptiActivityFlushAll(uint32_t flag) {
+  if (flag & CUPTI_ACTIVITY_FLAG_FLUSH_FORCED) end_running(NULL, 1);  /* cut short: no times */
   pthread_mutex_lock(&mu);
   if (completed == NULL) {
     pthread_mutex_unlock(&mu);
@@ -414,6 +484,7 @@ static uint64_t on_stat(const char* name) {
       {"finalizes", &st_finalizes},       {"subscribes", &st_subscribes},
       {"api_callbacks", &st_api_callbacks}, {"resource_callbacks", &st_resource_callbacks},
       {"lost_at_finalize", &st_lost_at_finalize}, {"refused_buffers", &st_refused_buffers},
+      {"incomplete", &st_incomplete},
   };
   if (strcmp(name, "subscribed") == 0) return (uint64_t)subscribed;
   if (strcmp(name, "kernel_activity") == 0)
@@ -421,12 +492,14 @@ static uint64_t on_stat(const char* name) {
                                                           : kind_on[CUPTI_ACTIVITY_KIND_KERNEL] ? CUPTI_ACTIVITY_KIND_KERNEL : 0;
   if (strcmp(name, "timestamp_callback") == 0) return timestamp_cb != NULL;
   if (strcmp(name, "pending") == 0) return current.data ? current.used / RECORD_SIZE : 0;
+  if (strcmp(name, "running") == 0) return n_running;
   for (size_t i = 0; i < sizeof counters / sizeof counters[0]; ++i)
     if (strcmp(name, counters[i].name) == 0) return __atomic_load_n(counters[i].value, __ATOMIC_RELAXED);
   return 0;
 }
 
-static const struct sim_tool cupti_tool = {on_api_enter, on_api_exit, on_kernel, on_graph_node, on_drop, on_stat};
+static const struct sim_tool cupti_tool = {on_api_enter, on_api_exit, on_kernel,     on_graph_node,
+                                           on_drop,      on_stat,     on_set_async, on_synchronized};
 
 __attribute__((constructor)) static void attach(void) { sim_cuda_set_tool(&cupti_tool); }
 __attribute__((destructor)) static void detach(void) { sim_cuda_set_tool(NULL); }

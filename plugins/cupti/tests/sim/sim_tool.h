@@ -25,6 +25,10 @@ struct sim_tool {
   void (*drop)(uint64_t n);
   /* A counter of the tool's, by name (sim_stat); 0 for a name it does not know. */
   uint64_t (*stat)(const char* name);
+  /* sim_set_async: kernels of a context stay running until it is synchronized (1), or end at launch (0). */
+  void (*set_async)(int on);
+  /* cuCtxSynchronize on a context: its running kernels end. */
+  void (*synchronized)(CUcontext ctx);
 };
 
 /* Exported by libcuda.so.1: a tool attaches (non-NULL) or detaches (NULL). */

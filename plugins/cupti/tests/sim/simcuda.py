@@ -93,6 +93,8 @@ class Sim:
         lib.sim_graph_launch.argtypes = [u64, u32, u64]
         lib.sim_drop.restype = None
         lib.sim_drop.argtypes = [u64]
+        lib.sim_set_async.restype = None
+        lib.sim_set_async.argtypes = [ctypes.c_int]
         lib.sim_stat.restype = ctypes.c_int64
         lib.sim_stat.argtypes = [ctypes.c_char_p]
 
@@ -116,6 +118,10 @@ class Sim:
 
     def replay(self, graph_exec: int, stream: int = 7, duration_ns: int = 1000) -> None:
         assert self.lib.sim_graph_launch(graph_exec, stream, duration_ns), "sim_graph_launch failed"
+
+    def set_async(self, on: bool) -> None:
+        """On: kernels keep running until their context is synchronized (a forced flush cuts them short)."""
+        self.lib.sim_set_async(int(on))
 
     def drop(self, n: int) -> None:
         self.lib.sim_drop(n)
