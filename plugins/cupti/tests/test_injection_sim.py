@@ -21,7 +21,7 @@ import simcuda
 from proton_core import follow
 from proton_core.testing import child, load_profile
 
-from cupti_helpers import kernels
+from cupti_helpers import kernels, walk
 
 injected = pytest.importorskip("proton_cupti.injected", reason="proton_cupti has no injection entry point")
 
@@ -226,18 +226,12 @@ def test_sigkill_leaves_the_parts_written_before_it(client, cuda_sim, tmp_path):
     totals: dict[str, int] = {}
     for part in parts:
         root, _ = load_profile(part)  # each one whole: parts are written to a temporary name, then renamed
-        for path_kernels in _all_kernels(root):
-            for name, metrics in path_kernels.items():
+        for _, node in [((), root), *walk(root)]:
+            for name, metrics in kernels(node).items():
                 totals[name] = totals.get(name, 0) + metrics["count"]
     assert {k: totals.get(k) for k in ("k_outer", "k_inner", "k_top", "g_a", "g_b")} == \
         {"k_outer": 2, "k_inner": 3, "k_top": 1, "g_a": 2, "g_b": 2}
     assert totals["phase_kernel"] > 0 and totals["phase_kernel"] % 10 == 0, totals
-
-
-def _all_kernels(node):
-    yield kernels(node)
-    for c in node["children"]:
-        yield from _all_kernels(c)
 
 
 def test_proton_profile_runs_the_program_and_passes_its_status_through(client, cuda_sim, tmp_path):

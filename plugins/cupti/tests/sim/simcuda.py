@@ -37,6 +37,8 @@ def include_dirs() -> list[str]:
 
 
 def compiler() -> str:
+    """The C compiler.  (proton_core.testing.build_library is not used: it loads what it builds, and a
+    libcuda.so.1 loaded into the test process would answer the ``gpu`` marker's driver check.)"""
     cc = shutil.which("cc") or shutil.which("gcc")
     if cc is None:
         raise NoCompiler("no C compiler (cc) to build the simulated CUPTI")
