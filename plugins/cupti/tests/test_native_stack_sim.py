@@ -1,0 +1,82 @@
+"""context="native" end to end on CPU: the real cupti backend against the simulated driver and CUPTI (tests/sim/),
+launches made by a C library through the simulated libcuda.so.1, whose launch callback goes through the
+simulated libcupti.so into the recorder: the path ends at the library's function, the driver's and
+CUPTI's frames left out by their libraries' names."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import simcuda
+
+from proton_core.testing import NoCompiler, build_library, find_all, load_profile
+
+USER_C = """
+#include <stdint.h>
+extern uint32_t sim_launch(const char* kernel, uint32_t device, uint32_t stream, uint64_t duration_ns);
+
+__attribute__((noinline)) static void step(int n) {  /* not exported: named from .symtab */
+  for (int i = 0; i < n; ++i) sim_launch("kern_native", 0, 7, 100);
+  __asm__ volatile("" ::: "memory");
+}
+
+void user_program(int n) {
+  step(n);
+  __asm__ volatile("" ::: "memory");
+}
+"""
+
+PROGRAM = """
+import ctypes
+import proton_core as proton
+from proton_core.plugins import get_plugins
+from proton_core.contexts import native
+
+if get_plugins().contexts.get("native") is None:  # until the core lists it among its built-ins
+    get_plugins().register(native, name="native_context")
+user = ctypes.CDLL(LIB)
+proton.start(OUT, backend="cupti", context=CONTEXT)
+with proton.scope("outer"):
+    user.user_program(3)
+proton.finalize()
+"""
+
+
+@pytest.fixture(scope="module")
+def user_library(cuda_sim, tmp_path_factory):
+    folder = tmp_path_factory.mktemp("native_user")
+    source = folder / "user.c"
+    source.write_text(USER_C)
+    out = str(folder / "libuser.so")
+    try:
+        build_library(str(source), out, f"-L{cuda_sim}", "-l:" + simcuda.DRIVER, f"-Wl,-rpath,{cuda_sim}")
+    except NoCompiler as exc:
+        pytest.skip(str(exc))
+    return out
+
+
+def profile(cuda_sim, tmp_path, library, context):
+    out = str(tmp_path / "prof")
+    code = f"LIB = {library!r}\nOUT = {out!r}\nCONTEXT = {context!r}\n" + textwrap.dedent(PROGRAM)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path,
+                          env=simcuda.environment(cuda_sim), timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    root, _ = load_profile(out + ".hatchet")
+    return find_all(root, lambda name: name == "kern_native")
+
+
+def test_a_launch_through_the_driver_ends_at_the_callers_function(cuda_sim, tmp_path, user_library):
+    found = profile(cuda_sim, tmp_path, user_library, "native")
+    assert sum(node["metrics"]["count"] for _, node in found) == 3
+    (path, _), = found
+    assert path[0] == "outer"
+    assert path[-3:-1] == ("user_program (libuser.so)", "step (libuser.so)"), path
+    assert not any(lib in name for name in path for lib in (simcuda.DRIVER, simcuda.CUPTI, "_cupti.")), path
+
+
+def test_the_shadow_context_has_no_frames_against_the_same_driver(cuda_sim, tmp_path, user_library):
+    found = profile(cuda_sim, tmp_path, user_library, "shadow")
+    assert [(path, node["metrics"]["count"]) for path, node in found] == [(("outer", "kern_native"), 3)]
