@@ -3,10 +3,11 @@
     python3 -m benchmarks.native_stack_cost [--launches 20000] [--windows 12] [--depth 0,30]
     python3 -m benchmarks.native_stack_cost --capture-only      # CPU: the unwinders alone, no GPU needed
 
-Two tables.  The first times one native stack capture with each unwinder the recorder could use
+Three tables.  The first times one native stack capture with each unwinder the recorder could use
 (libunwind's unw_backtrace, glibc's backtrace(), and the frame-pointer walk it does not use, which
 cannot cross libcuda and libcupti), a given number of frames deeper than the Python caller.  The second
-alternates short windows of the same launch loop under each profiler (start, time N launches, finalize;
+times the recorder's launch path alone (the test bindings, no CUPTI) with native stacks off and on.  The
+third (GPU) alternates short windows of the same launch loop under each profiler (start, time N launches, finalize;
 the order rotates each window): empty-kernel launches through cuLaunchKernel from C (the test bindings'
 ``_test_user_noop_launches``, as a CUDA program without Python launches), from ``depth`` extra native
 frames of the caller's, so a few tens of nanoseconds per launch show.  Needs the cupti extension built
@@ -50,6 +51,34 @@ def capture_table(cupti, depths, iterations) -> None:
             ns, frames = cupti._test_native_capture_ns(unwinder, depth, iterations)
             cells.append(f"{'unavailable':>22}" if frames < 0 else f"{ns:>14.0f} ({frames:>3} fr)")
         print(f"{depth:<14}" + "".join(cells), flush=True)
+
+
+def recorder_table(cupti, launches, rounds) -> None:
+    """The recorder's launch path alone (no CUPTI, no GPU): ns per launch from Python with native stacks off
+    and on, the two alternating round by round; the difference is what capturing and filing the stack costs."""
+    cupti._test_reset()
+    cupti.configure(False, False, [], [])
+    cupti.set_epoch(1)
+    cupti.set_context(0)
+    got = {False: [], True: []}
+    corr = 1 << 28
+    try:
+        for r in range(rounds * 2):
+            native = r % 2 == 1
+            cupti.native_frames(native)
+            launch = cupti._test_user_launch
+            t = time.perf_counter()
+            for i in range(corr, corr + launches):
+                launch(i)
+            got[native].append((time.perf_counter() - t) / launches * 1e9)
+            corr += launches
+    finally:
+        cupti.native_frames(False)
+        cupti.set_epoch(0)
+        cupti._test_reset()
+    off, on = statistics.median(got[False]), statistics.median(got[True])
+    print(f"recorder per launch (CPU, from Python): native off {off:.0f} ns, on {on:.0f} ns ({on - off:+.0f})",
+          flush=True)
 
 
 def native_context_registered() -> None:
@@ -108,6 +137,7 @@ def main(argv=None) -> int:
     depths = [int(d) for d in args.depth.split(",") if d.strip()]
     cupti = bindings()
     capture_table(cupti, depths, args.iterations)
+    recorder_table(cupti, max(1000, args.launches // 4), max(3, args.windows // 2))
     if not args.capture_only:
         launch_table(cupti, depths, args.launches, args.windows)
     return 0
