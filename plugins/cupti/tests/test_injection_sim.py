@@ -117,6 +117,36 @@ def test_cuda_and_nvtx_first_used_elsewhere_than_main(client, cuda_sim, tmp_path
     assert_workload(the_profile(tmp_path, proc))
 
 
+def test_exit_from_another_thread_and_a_range_left_open(client, cuda_sim, tmp_path):
+    proc = start(client, cuda_sim, tmp_path, "thread-exit", "open-range")
+    _, err = finish(proc)
+    assert proc.returncode == 4, err
+    root = the_profile(tmp_path, proc)
+    assert_workload(root)
+    assert kernels(child(root, "left_open"))["k_open"]["count"] == 1
+
+
+@pytest.mark.parametrize("variable, value, says", [
+    ("PROTON_INJECT_PYTHON_LIB", None, "proton: PROTON_INJECT_PYTHON_LIB is not set"),
+    ("PROTON_INJECT_PYTHON_LIB", "/nonexistent/libpython3.so", "proton: cannot load Python (/nonexistent/libpython3.so)"),
+    ("PROTON_FOLLOW", "{not json", "proton: PROTON_FOLLOW is not a JSON object of session options"),
+    ("PROTON_FOLLOW", '{"backend": "nonesuch"}', "runs unprofiled: unknown backend 'nonesuch'"),
+], ids=["no-python-lib", "bad-python-lib", "bad-options", "unknown-backend"])
+def test_a_misconfigured_injection_says_so_in_one_line_and_the_program_runs(client, cuda_sim, tmp_path, variable,
+                                                                             value, says):
+    env = job_environment(cuda_sim, {"name": str(tmp_path / "inj"), "backend": "cupti"})
+    if value is None:
+        env.pop(variable)
+    else:
+        env[variable] = value
+    proc = subprocess.run([client, "exit"], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 3, proc.stderr
+    lines = [line for line in proc.stderr.splitlines() if line.startswith("proton:")]
+    assert len(lines) == 1 and says in lines[0], proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert not glob.glob(str(tmp_path / "inj*")), "an unprofiled process writes nothing"
+
+
 def test_a_child_forked_without_exec_is_not_profiled_and_says_so(client, cuda_sim, tmp_path):
     proc = start(client, cuda_sim, tmp_path, "return", "fork")
     _, err = finish(proc)

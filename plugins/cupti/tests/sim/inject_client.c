@@ -14,6 +14,7 @@
  *   sigterm  prints READY, waits to be sent SIGTERM (or SIGINT: sigint)
  *   own-sigterm  the same, with the program's own SIGTERM handler (installed first), which calls exit(5)
  *   exec     execs itself as `inject_client return` (the same process becomes a new program)
+ *   thread-exit  a thread calls exit(4) while the main thread waits in pause()
  *   phases   launches "phase_kernel" 10 times a phase, a phase every 20 ms, printing "PHASE n" after each,
  *            until it is killed
  * FLAGs:
@@ -23,6 +24,7 @@
  *               for it
  *   fork-exec   after the workload the program forks a child that execs `inject_client return`, and waits
  *               for it (status 7)
+ *   open-range  after the workload a range "left_open" is pushed, k_open launched in it, and never popped
  *
  * The workload (kernel, device, stream, duration in ns; NVTX ranges as scopes):
  *   outer: k_outer x2 (0, 7, 1000); outer/inner: k_inner x3 (1, 3, 500); top level: k_top (0, 7, 100);
@@ -132,6 +134,12 @@ static void* workload(void* arg) {
   return NULL;
 }
 
+static void* exit_from_thread(void* arg) {
+  (void)arg;
+  sleep_ms(50);
+  exit(4);
+}
+
 static int has_flag(int argc, char** argv, const char* flag) {
   for (int i = 2; i < argc; ++i)
     if (strcmp(argv[i], flag) == 0) return 1;
@@ -167,7 +175,17 @@ int main(int argc, char** argv) {
     if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 7) return 93;
   }
 
+  if (has_flag(argc, argv, "open-range")) {
+    push("left_open");
+    sim_launch("k_open", 0, 7, 10);
+  }
+
   if (strcmp(how, "exit") == 0) exit(3);
+  if (strcmp(how, "thread-exit") == 0) {
+    pthread_t t;
+    if (pthread_create(&t, NULL, exit_from_thread, NULL) != 0) return 94;
+    for (;;) pause();
+  }
   if (strcmp(how, "exec") == 0) {
     execl("/proc/self/exe", argv[0], "return", (char*)NULL);
     return 92;
