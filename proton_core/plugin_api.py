@@ -47,6 +47,7 @@ from .model.tree import Node as TreeNode
 from .errors import BackendUnavailable, PluginError, ProtonError
 from .launch_ops import open_counted_op
 from .log import warn
+from .follow.child import start_in_program
 from .plugins import hookimpl
 from .scope import CPU_TIME, close_op_unchecked, close_unchecked, enter_scope, exit_scope, open_op_unchecked, open_unchecked
 from .activity import ACTIVITY
@@ -74,6 +75,8 @@ __all__ = [
     "Profile", "Tree", "TreeNode", "Trace", "KernelEvent", "ScopeEvent", "KernelSlice", "Session",
     # errors and messages
     "ProtonError", "BackendUnavailable", "PluginError", "warn",
+    # programs without Python (the injection library's session)
+    "start_in_program",
 ]
 
 

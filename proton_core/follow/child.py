@@ -26,6 +26,24 @@ def start_from_environment() -> int | None:
     return start(options)
 
 
+def start_in_program(follow_children: bool = True) -> int | None:
+    """Start the session of a program that is not Python, in which the cupti plugin's injection library started
+    the interpreter (decision 0300).  ``follow_children=False`` (``--no-follow``): what it starts is not followed.
+    Signals are the library's to handle: a Python handler would never run on the program's threads."""
+    from .. import exit_flush
+    from . import disarm
+
+    exit_flush.signals_handled_natively = True
+    text = os.environ.get(OPTIONS_VAR, "")
+    if not follow_children:
+        disarm()
+    options = decode(text)
+    if options is None:
+        write_stderr(f"proton: {OPTIONS_VAR} is not a JSON object of session options; this process runs unprofiled\n")
+        return None
+    return start(options)
+
+
 def extension(options: dict) -> str:
     """The extension the session's file will have ("" where the options are wrong: start says so)."""
     from ..output import DEFAULT_FORMAT

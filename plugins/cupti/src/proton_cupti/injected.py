@@ -103,7 +103,7 @@ def say_if_foreign_injection() -> None:
     if not other or os.path.basename(other) == LIBRARY or other in _SAID:
         return
     _SAID.add(other)
-    from proton_core.log import warn
+    from proton_core.plugin_api import warn
 
     warn(f"CUDA_INJECTION64_PATH names {other}, another tool: the CUDA driver loads it into this process beside "
               "Proton's cupti session; if it uses CUPTI too, one of the two records nothing (unset it, or profile "
@@ -123,24 +123,13 @@ def boot() -> None:
     """Start this process's session (the library calls this once, in a process without Python)."""
     _site_paths()
     sys.argv = [_program()]
-    from proton_core import exit_flush
+    from proton_core.plugin_api import start_in_program
 
-    exit_flush.signals_handled_natively = True  # injection.c's handlers: no Python runs on the program's threads
-    from proton_core.follow import OPTIONS_VAR, child, decode
-
-    options = decode(os.environ.get(OPTIONS_VAR, ""))
-    if os.environ.get(NO_FOLLOW_VAR):  # what this program starts is not followed
-        from proton_core import follow
-
-        follow.disarm()
+    follow_children = not os.environ.get(NO_FOLLOW_VAR)
+    if not follow_children:  # --no-follow: what this program starts loads nothing of ours
         for var in INJECTION_VARS:
             os.environ.pop(var, None)
-    if options is None:
-        from proton_core.log import write_stderr
-
-        write_stderr(f"proton: {OPTIONS_VAR} is not a JSON object of session options; this process runs unprofiled\n")
-        return
-    child.start(options)
+    start_in_program(follow_children)
 
 
 def _program() -> str:
