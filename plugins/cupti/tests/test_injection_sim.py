@@ -130,7 +130,8 @@ def test_exit_from_another_thread_and_a_range_left_open(client, cuda_sim, tmp_pa
 
 @pytest.mark.parametrize("variable, value, says", [
     ("PROTON_INJECT_PYTHON_LIB", None, "proton: PROTON_INJECT_PYTHON_LIB is not set"),
-    ("PROTON_INJECT_PYTHON_LIB", "/nonexistent/libpython3.so", "proton: cannot load Python (/nonexistent/libpython3.so)"),
+    ("PROTON_INJECT_PYTHON_LIB", "/nonexistent/libpython3.so",
+     "proton: cannot load Python (/nonexistent/libpython3.so)"),
     ("PROTON_FOLLOW", "{not json", "proton: PROTON_FOLLOW is not a JSON object of session options"),
     ("PROTON_FOLLOW", '{"backend": "nonesuch"}', "runs unprofiled: unknown backend 'nonesuch'"),
 ], ids=["no-python-lib", "bad-python-lib", "bad-options", "unknown-backend"])

@@ -21,7 +21,8 @@ STATS = ("records", "delivered", "buffers", "subscribed", "subscribes", "finaliz
          "dropped", "forced_flushes", "kernel_activity", "incomplete")
 
 
-def run(cuda_sim, tmp_path, body: str, env: dict | None = None, check: bool = True) -> tuple[dict, subprocess.CompletedProcess]:
+def run(cuda_sim, tmp_path, body: str, env: dict | None = None,
+        check: bool = True) -> tuple[dict, subprocess.CompletedProcess]:
     """Run ``body`` in a child process against the simulation (``sim``: a simcuda.Sim, ``proton``:
     proton_core, ``OUT``: the profile's name); returns the simulation's counters after it, and the process."""
     script = "\n".join([
@@ -238,9 +239,9 @@ def test_pcsampling_without_the_api_is_refused_in_one_line(cuda_sim, tmp_path):
             print("REFUSED", exc)
     """)
     refused = [line for line in proc.stdout.splitlines() if line.startswith("REFUSED")]
-    assert refused == [f"REFUSED cupti backend cannot start pcsampling: libcupti at {cuda_sim}/libcupti.so lacks the PC "
-                       "Sampling API (cuptiPCSamplingEnable); set PROTON_CUPTI_LIB_PATH to a libcupti from CUDA 12.4 "
-                       "or newer"]
+    assert refused == [f"REFUSED cupti backend cannot start pcsampling: libcupti at {cuda_sim}/libcupti.so lacks "
+                       "the PC Sampling API (cuptiPCSamplingEnable); set PROTON_CUPTI_LIB_PATH to a libcupti from "
+                       "CUDA 12.4 or newer"]
 
 
 def test_finalize_waits_for_kernels_still_running(cuda_sim, tmp_path):

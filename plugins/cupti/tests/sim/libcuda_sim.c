@@ -380,7 +380,8 @@ SIM_API uint32_t sim_graph_launch(uint64_t exec, uint32_t stream, uint64_t durat
   uint32_t corr = api_enter(CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch, "cuGraphLaunch", NULL, ctx);
   api_exit(CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch, "cuGraphLaunch", NULL, ctx, corr);
   __atomic_add_fetch(&n_launches, 1, __ATOMIC_RELAXED);
-  for (int i = 0; i < e->graph->n; ++i) kernel_done(c, stream, e->nodes[i].kernel, corr, duration_ns, e->nodes[i].id, e->id);
+  for (int i = 0; i < e->graph->n; ++i)
+    kernel_done(c, stream, e->nodes[i].kernel, corr, duration_ns, e->nodes[i].id, e->id);
   return corr;
 }
 

@@ -124,8 +124,8 @@ CUptiResult CUPTIAPI cuptiUnsubscribe(CUpti_SubscriberHandle subscriber) {
   return CUPTI_SUCCESS;
 }
 
-CUptiResult CUPTIAPI cuptiEnableCallback(uint32_t enable, CUpti_SubscriberHandle subscriber, CUpti_CallbackDomain domain,
-                                         CUpti_CallbackId cbid) {
+CUptiResult CUPTIAPI cuptiEnableCallback(uint32_t enable, CUpti_SubscriberHandle subscriber,
+                                         CUpti_CallbackDomain domain, CUpti_CallbackId cbid) {
   CUptiResult r = CUPTI_SUCCESS;
   pthread_mutex_lock(&mu);
   if (!subscribed || subscriber != &the_subscriber)
@@ -428,7 +428,8 @@ CUptiResult CUPTIAPI cuptiActivityGetNextRecord(uint8_t* buffer, size_t validBuf
   uint8_t* next = *record == NULL ? buffer : (uint8_t*)*record + RECORD_SIZE;
   if (next + RECORD_SIZE > buffer + validBufferSizeBytes) return CUPTI_ERROR_MAX_LIMIT_REACHED;
   CUpti_ActivityKind kind = ((CUpti_Activity*)next)->kind;
-  if (kind != CUPTI_ACTIVITY_KIND_KERNEL && kind != CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) return CUPTI_ERROR_INVALID_KIND;
+  if (kind != CUPTI_ACTIVITY_KIND_KERNEL && kind != CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL)
+    return CUPTI_ERROR_INVALID_KIND;
   *record = (CUpti_Activity*)next;
   return CUPTI_SUCCESS;
 }
@@ -487,9 +488,10 @@ static uint64_t on_stat(const char* name) {
       {"incomplete", &st_incomplete},
   };
   if (strcmp(name, "subscribed") == 0) return (uint64_t)subscribed;
-  if (strcmp(name, "kernel_activity") == 0)
-    return kind_on[CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL] ? CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL
-                                                          : kind_on[CUPTI_ACTIVITY_KIND_KERNEL] ? CUPTI_ACTIVITY_KIND_KERNEL : 0;
+  if (strcmp(name, "kernel_activity") == 0) {
+    if (kind_on[CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL]) return CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
+    return kind_on[CUPTI_ACTIVITY_KIND_KERNEL] ? CUPTI_ACTIVITY_KIND_KERNEL : 0;
+  }
   if (strcmp(name, "timestamp_callback") == 0) return timestamp_cb != NULL;
   if (strcmp(name, "pending") == 0) return current.data ? current.used / RECORD_SIZE : 0;
   if (strcmp(name, "running") == 0) return n_running;
