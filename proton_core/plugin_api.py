@@ -48,6 +48,7 @@ from .errors import BackendUnavailable, PluginError, ProtonError
 from .launch_ops import open_counted_op
 from .log import warn
 from .follow.child import start_in_program
+from .exit_flush import write_open_sessions
 from .plugins import hookimpl
 from .scope import CPU_TIME, close_op_unchecked, close_unchecked, enter_scope, exit_scope, open_op_unchecked, open_unchecked
 from .activity import ACTIVITY
@@ -76,7 +77,7 @@ __all__ = [
     # errors and messages
     "ProtonError", "BackendUnavailable", "PluginError", "warn",
     # programs without Python (the injection library's session)
-    "start_in_program",
+    "start_in_program", "write_open_sessions",
 ]
 
 

@@ -79,6 +79,7 @@ def test_a_command_gets_the_injection_environment(tmp_path):
         assert env["NVTX_INJECTION64_PATH"] == injected.library_path()
         assert env["PROTON_NVTX_LIB"] == injected.nvtx_library()
     assert "PROTON_INJECT_NO_FOLLOW" not in env
+    assert env["LD_PRELOAD"].split()[0] == injected.library_path()  # its exec*() wrappers come before libc's
 
     result = cli(tmp_path, "--no-follow", "-n", "out", str(script), str(tmp_path / "env2.txt"))
     env = env_of(tmp_path / "env2.txt")

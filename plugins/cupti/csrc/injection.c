@@ -19,6 +19,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -233,6 +234,98 @@ static enum boot_state boot(void) {
   enum boot_state s = state;
   pthread_mutex_unlock(&boot_mu);
   return s;
+}
+
+/* ---- exec: the process becomes another program and runs no exit handlers ----
+ * proton-profile also preloads this library (LD_PRELOAD), so these definitions come before libc's: the
+ * profile so far is written first, its files kept for the program that replaces this one (same pid: it
+ * writes beside them).  Loaded only by the driver (not preloaded), they interpose nothing. */
+typedef int (*execve_fn)(const char*, char* const[], char* const[]);
+typedef int (*execv_fn)(const char*, char* const[]);
+typedef int (*fexecve_fn)(int, char* const[], char* const[]);
+
+static void before_exec(void) {
+  if (state != BOOTED || written || getpid() != boot_pid) return;
+  writing = 1;
+  run_python("import proton_cupti.injected as _proton_injected\n_proton_injected.before_exec()\n");
+  written = 1;
+}
+
+#define NEXT(type, name) ((type)dlsym(RTLD_NEXT, name))
+
+EXPORT int execve(const char* path, char* const argv[], char* const envp[]) {
+  before_exec();
+  return NEXT(execve_fn, "execve")(path, argv, envp);
+}
+EXPORT int execv(const char* path, char* const argv[]) {
+  before_exec();
+  return NEXT(execv_fn, "execv")(path, argv);
+}
+EXPORT int execvp(const char* file, char* const argv[]) {
+  before_exec();
+  return NEXT(execv_fn, "execvp")(file, argv);
+}
+EXPORT int execvpe(const char* file, char* const argv[], char* const envp[]) {
+  before_exec();
+  return NEXT(execve_fn, "execvpe")(file, argv, envp);
+}
+EXPORT int fexecve(int fd, char* const argv[], char* const envp[]) {
+  before_exec();
+  return NEXT(fexecve_fn, "fexecve")(fd, argv, envp);
+}
+
+/* execl, execlp, execle: their arguments as an array, then the calls above. */
+static char** collect(const char* first, va_list ap, char*** envp) {
+  size_t n = 1, cap = 16;
+  char** argv = malloc(cap * sizeof(char*));
+  if (argv == NULL) return NULL;
+  argv[0] = (char*)first;
+  for (;;) {
+    char* a = first ? va_arg(ap, char*) : NULL;
+    if (n + 1 >= cap) {
+      char** grown = realloc(argv, (cap *= 2) * sizeof(char*));
+      if (grown == NULL) {
+        free(argv);
+        return NULL;
+      }
+      argv = grown;
+    }
+    argv[n++] = a;
+    if (a == NULL) break;
+  }
+  if (envp) *envp = va_arg(ap, char**);
+  return argv;
+}
+EXPORT int execl(const char* path, const char* arg, ...) {
+  va_list ap;
+  va_start(ap, arg);
+  char** argv = collect(arg, ap, NULL);
+  va_end(ap);
+  if (argv == NULL) return errno = ENOMEM, -1;
+  int rc = execv(path, argv);
+  free(argv);
+  return rc;
+}
+EXPORT int execlp(const char* file, const char* arg, ...) {
+  va_list ap;
+  va_start(ap, arg);
+  char** argv = collect(arg, ap, NULL);
+  va_end(ap);
+  if (argv == NULL) return errno = ENOMEM, -1;
+  int rc = execvp(file, argv);
+  free(argv);
+  return rc;
+}
+EXPORT int execle(const char* path, const char* arg, ...) {
+  va_list ap;
+  char** envp = NULL;
+  va_start(ap, arg);
+  char** argv = collect(arg, ap, &envp);
+  va_end(ap);
+  if (argv == NULL) return errno = ENOMEM, -1;
+  int rc = execve(path, argv, envp);
+  free(argv);
+  return rc;
 }
 
 /* CUDA_INJECTION64_PATH: called by the driver in cuInit, once per process. */

@@ -90,7 +90,14 @@ def environment(options: dict) -> dict[str, str]:
             env[NVTX_LIB_VAR] = nvtx
     if options.get("no_follow"):
         env[NO_FOLLOW_VAR] = "1"
+    # Preloaded too, so a program's exec*() writes what it recorded before it becomes another program.
+    env["LD_PRELOAD"] = " ".join([library_path(), *without_ours(os.environ.get("LD_PRELOAD", ""))])
     return env
+
+
+def without_ours(preload: str) -> list[str]:
+    """``LD_PRELOAD``'s entries (space or colon separated) other than the injection library."""
+    return [p for p in preload.replace(":", " ").split() if os.path.basename(p) != LIBRARY]
 
 
 _SAID: set[str] = set()
@@ -129,6 +136,9 @@ def boot() -> None:
     if not follow_children:  # --no-follow: what this program starts loads nothing of ours
         for var in INJECTION_VARS:
             os.environ.pop(var, None)
+        rest = without_ours(os.environ.pop("LD_PRELOAD", ""))
+        if rest:
+            os.environ["LD_PRELOAD"] = " ".join(rest)
     start_in_program(follow_children)
 
 
@@ -137,6 +147,13 @@ def _program() -> str:
         return os.readlink("/proc/self/exe")
     except OSError:
         return "program"
+
+
+def before_exec() -> None:
+    """Write the profile: the program execs another (the files stay claimed: the new program writes beside)."""
+    from proton_core.plugin_api import write_open_sessions
+
+    write_open_sessions("exec replaces the process")
 
 
 def at_exit() -> None:
