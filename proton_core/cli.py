@@ -463,7 +463,15 @@ def launcher_files() -> set[str]:
     return files
 
 
-def job_environment(options: dict, kind: str = "script") -> None:
+def python_interpreter(target: str | None) -> bool:
+    """Whether the command ``target`` is a Python interpreter (python, python3.12, a virtual environment's)."""
+    import re
+
+    path = shutil.which(target) if target and os.sep not in target else target
+    return bool(path) and re.fullmatch(r"python[0-9.]*", os.path.basename(path)) is not None
+
+
+def job_environment(options: dict, kind: str = "script", target: str | None = None) -> None:
     """Set what every process of the job reads: the run id, ranks, schedule, on-demand, and (unless
     ``--no-follow``) the start-up hook with the session's options."""
     from . import follow
@@ -487,7 +495,9 @@ def job_environment(options: dict, kind: str = "script") -> None:
     travelling = {**options, "name": output_name(options)}
     if options.get("no_follow"):
         follow.disarm()
-        injection = follow.plugin_environment(travelling) if kind == "command" else {}
+        # A Python interpreter is not profiled under --no-follow and would hand the variables to all it starts.
+        injection = (follow.plugin_environment(travelling) if kind == "command" and not python_interpreter(target)
+                     else {})
         if injection:  # a command without Python is still profiled itself, by injection; what it starts is not
             os.environ.update(injection)
             os.environ[follow.OPTIONS_VAR] = follow.encode(travelling)
@@ -535,7 +545,7 @@ def profile_program(options: dict, kind: str, target: str, args: list[str]) -> i
         check_target(kind, target)
     except UsageError as exc:
         raise UsageError(f"{exc}{mode_hint(options)}") from None
-    job_environment(options, kind)
+    job_environment(options, kind, target)
     if kind == "command":
         return run_command(options, target, args)
     own_path0 = launcher_path0()

@@ -179,3 +179,11 @@ def test_a_foreign_injection_is_named_once(caplog):
         del os.environ["CUDA_INJECTION64_PATH"]
     lines = [r.getMessage() for r in caplog.records if "libtool_inject" in r.getMessage()]
     assert len(lines) == 1 and "another tool" in lines[0]
+
+
+@need_library
+def test_no_follow_gives_a_python_command_no_injection(tmp_path):
+    code = "import os; print(os.environ.get('CUDA_INJECTION64_PATH', 'none'), os.environ.get('PROTON_FOLLOW', 'none'))"
+    result = cli(tmp_path, "--no-follow", "-n", "out", sys.executable, "-c", code)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["none", "none"]  # nothing it starts can load the profiler

@@ -272,9 +272,6 @@ def test_no_follow_leaves_the_program_a_python_script_runs_unprofiled(prog, tmp_
     assert not np_counts(root)
 
 
-@pytest.mark.xfail(strict=True, reason="cli.job_environment gives a --no-follow command the injection variables "
-                   "even where the command is a Python interpreter, and Python passes them to what it starts: "
-                   "the CUDA program a Python command runs is profiled (reported to the lead)")
 def test_no_follow_leaves_the_program_a_python_command_runs_unprofiled(prog, tmp_path):
     script = parent_script(tmp_path, prog)
     result = profile(tmp_path, "--no-follow", "-n", "run", sys.executable, script)
