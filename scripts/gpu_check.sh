@@ -81,6 +81,11 @@ if [ $BENCH -eq 1 ] || [ "${PROTON_NVTX_COST:-0}" = 1 ]; then
   for b in host cupti; do $PY -m benchmarks.nvtx_cost --backend $b 2>&1 | tee -a "$OUT/nvtx_cost.log"; done
 fi
 
+if [ $BENCH -eq 1 ] || [ "${PROTON_INJECTION_COST:-0}" = 1 ]; then
+  echo "== injection cost (a CUDA program without Python, injected, beside the Python path)"
+  $PY -m benchmarks.injection_cost ${PROTON_INJECTION_COST_ARGS:-} --json "$OUT/injection_cost.json" 2>&1 | tee "$OUT/injection_cost.log"
+fi
+
 if [ $PROBES -eq 1 ]; then
   echo "== memory probes"
   $PY -m benchmarks.probes.rss_graph_probe 2>&1 | tee "$OUT/rss_graph_probe.log"
