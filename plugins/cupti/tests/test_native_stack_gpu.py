@@ -14,6 +14,7 @@ import textwrap
 import pytest
 
 from cupti_helpers import walk
+from proton_core.testing import get_plugins
 
 pytestmark = pytest.mark.gpu
 
@@ -21,12 +22,8 @@ CALLER = "proton_cupti::test_user_noop_launches("
 
 PROGRAM = """
     import proton_core as proton
-    from proton_core.plugins import get_plugins
-    from proton_core.contexts import native
     from proton_cupti import _cupti
 
-    if get_plugins().contexts.get("native") is None:  # until the core lists it among its built-ins
-        get_plugins().register(native, name="native_context")
     assert _cupti._test_launch_noop(10) == ""  # module load and context, before profiling
     proton.start("prof", backend="cupti", context=CONTEXT)
     with proton.scope("work"):
@@ -53,6 +50,9 @@ def run(tmp_path, context, unwinder=""):
 
 @pytest.mark.parametrize("unwinder", ["", "backtrace"], ids=["default", "glibc"])
 def test_a_real_launch_ends_its_path_at_the_callers_symbol(tmp_path, unwinder):
+    if get_plugins().contexts.get("native") is None:
+        pytest.skip("context='native' is not registered: the core's DEFAULT_PLUGINS (proton_core/plugins.py) does "
+                    "not list proton_core.contexts.native yet")
     found, used = run(tmp_path, "native", unwinder)
     assert used in ("libunwind", "backtrace") and (used == "backtrace" or not unwinder)
     assert sum(m["count"] for _, m in found) == 1000
