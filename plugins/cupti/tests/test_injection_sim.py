@@ -62,6 +62,14 @@ def finish(proc, timeout=60):
         pytest.fail(f"the injected program did not end within {timeout} s\nstdout: {out}\nstderr: {err}")
 
 
+def signal_after(proc, marker: str, sig) -> None:
+    """Send ``sig`` to the program once it printed a line starting with ``marker``."""
+    for line in proc.stdout:
+        if line.startswith(marker):
+            break
+    proc.send_signal(sig)
+
+
 def the_profile(tmp_path, proc) -> dict:
     """The one profile the injected process wrote (``inj.pid<P>.hatchet``, a followed process's name)."""
     files = glob.glob(str(tmp_path / "inj.pid*.hatchet"))
@@ -98,10 +106,7 @@ def test_profile_written_at_exit_with_the_programs_status(client, cuda_sim, tmp_
 def test_sigterm_while_the_program_keeps_launching(client, cuda_sim, tmp_path):
     # the profile is written on the library's own thread while the main thread goes on launching kernels
     proc = start(client, cuda_sim, tmp_path, "phases")
-    for line in proc.stdout:
-        if line.startswith("PHASE 3"):
-            break
-    proc.send_signal(signal.SIGTERM)
+    signal_after(proc, "PHASE 3", signal.SIGTERM)
     _, err = finish(proc, timeout=30)
     assert proc.returncode == -signal.SIGTERM, err
     root = the_profile(tmp_path, proc)
@@ -172,10 +177,7 @@ def test_a_child_forked_and_execed_is_profiled_in_its_own_file(client, cuda_sim,
 
 def test_the_programs_own_sigterm_handler_is_kept(client, cuda_sim, tmp_path):
     proc = start(client, cuda_sim, tmp_path, "own-sigterm")
-    for line in proc.stdout:
-        if line.startswith("READY"):
-            break
-    proc.send_signal(signal.SIGTERM)
+    signal_after(proc, "READY", signal.SIGTERM)
     _, err = finish(proc, timeout=30)
     assert proc.returncode == 5, f"the program's handler (exit(5)) must run: {err}"
     assert_workload(the_profile(tmp_path, proc))
@@ -226,10 +228,7 @@ def test_every_output_format_is_written_at_exit(client, cuda_sim, tmp_path, sess
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP], ids=["SIGTERM", "SIGINT", "SIGHUP"])
 def test_profile_written_when_a_signal_ends_the_program(client, cuda_sim, tmp_path, sig):
     proc = start(client, cuda_sim, tmp_path, "sigterm")
-    for line in proc.stdout:
-        if line.startswith("READY"):
-            break
-    proc.send_signal(sig)
+    signal_after(proc, "READY", sig)
     out, err = finish(proc, timeout=15)
     assert proc.returncode == -sig, f"the program must die of {sig.name} once its profile is written: {err}"
     assert_workload(the_profile(tmp_path, proc))
