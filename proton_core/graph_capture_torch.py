@@ -11,11 +11,9 @@ nothing when no graph was captured with metrics.
 from __future__ import annotations
 
 import functools
-import importlib.abc
-import importlib.util
-import sys
 
 from . import graph_metrics
+from .after_import import when_imported
 
 MODULE = "torch.cuda.graphs"
 _MARK = "_proton_graph_metrics"
@@ -63,31 +61,6 @@ def _wrap_module(module) -> None:
         wrap(cls)
 
 
-class _AfterImport(importlib.abc.MetaPathFinder):
-    """Finds nothing itself: when ``torch.cuda.graphs`` is imported, wraps its CUDAGraph once it has run."""
-
-    def find_spec(self, name, path=None, target=None):
-        if name != MODULE:
-            return None
-        sys.meta_path[:] = [f for f in sys.meta_path if not isinstance(f, _AfterImport)]
-        spec = importlib.util.find_spec(name)
-        loader = getattr(spec, "loader", None)
-        run = getattr(loader, "exec_module", None)
-        if run is None:
-            return spec
-
-        def exec_module(module):
-            run(module)
-            _wrap_module(module)
-
-        loader.exec_module = exec_module
-        return spec
-
-
 def watch() -> None:
     """Observe torch's CUDA graphs: now if torch is imported, else once it is (idempotent, cheap)."""
-    module = sys.modules.get(MODULE)
-    if module is not None:
-        _wrap_module(module)
-    elif not any(isinstance(f, _AfterImport) for f in sys.meta_path):
-        sys.meta_path.insert(0, _AfterImport())
+    when_imported(MODULE, _wrap_module)

@@ -16,11 +16,11 @@ torch.distributed itself and initialised a group.
 from __future__ import annotations
 
 import functools
-import importlib.abc
-import importlib.util
 import os
 import sys
 from dataclasses import dataclass, replace
+
+from ..after_import import when_imported
 
 
 @dataclass(frozen=True)
@@ -121,32 +121,7 @@ def _remember_before_destroy(dist) -> None:
     dist.destroy_process_group = remembering
 
 
-class _AfterImport(importlib.abc.MetaPathFinder):
-    """Finds nothing itself: when ``torch.distributed`` is imported, wraps its destroy once it has run."""
-
-    def find_spec(self, name, path=None, target=None):
-        if name != "torch.distributed":
-            return None
-        sys.meta_path[:] = [f for f in sys.meta_path if not isinstance(f, _AfterImport)]
-        spec = importlib.util.find_spec(name)
-        loader = getattr(spec, "loader", None)
-        run = getattr(loader, "exec_module", None)
-        if run is None:
-            return spec
-
-        def exec_module(module):
-            run(module)
-            _remember_before_destroy(module)
-
-        loader.exec_module = exec_module
-        return spec
-
-
 def watch() -> None:
     """In a process of a distributed job: remember the process group before the program destroys it (now, or
     once the program imports torch.distributed).  torch is never imported here."""
-    dist = sys.modules.get("torch.distributed")
-    if dist is not None:
-        _remember_before_destroy(dist)
-    elif not any(isinstance(f, _AfterImport) for f in sys.meta_path):
-        sys.meta_path.insert(0, _AfterImport())
+    when_imported("torch.distributed", _remember_before_destroy)
