@@ -183,14 +183,6 @@ def test_the_programs_own_sigterm_handler_is_kept(client, cuda_sim, tmp_path):
     assert_workload(the_profile(tmp_path, proc))
 
 
-#: A program without Python that execs runs no exit handler: what its session recorded before exec() is never
-#: written, and the session of the program it becomes finds the first file's claim and says that file "was
-#: written by this process before it became this program (exec)", though it does not exist.
-EXEC_LOSES = ("injection.c: nothing writes the session before a native exec(); the pre-exec profile is lost and the "
-              "next session says it was written; see the sim CUPTI report")
-
-
-@pytest.mark.xfail(strict=True, reason=EXEC_LOSES)
 def test_a_program_that_execs_keeps_what_it_recorded_before(client, cuda_sim, tmp_path):
     proc = start(client, cuda_sim, tmp_path, "exec")  # the workload, then exec of `inject_client return`
     _, err = finish(proc)
