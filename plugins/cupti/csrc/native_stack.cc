@@ -63,6 +63,25 @@ bool runtime_function(const std::string& mangled, const std::string& name) {
   return name.size() > 4 && name.compare(0, 4, "cuda") == 0 && name[4] >= 'A' && name[4] <= 'Z';
 }
 
+// A name as valid UTF-8 (Python makes a str of it at flush; a file name need not be): where it is not,
+// each byte outside ASCII becomes '?'.
+std::string valid_utf8(std::string s) {
+  size_t i = 0, n = s.size();
+  while (i < n) {
+    unsigned char c = static_cast<unsigned char>(s[i]);
+    size_t len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
+    bool ok = len != 0 && i + len <= n;
+    for (size_t k = 1; ok && k < len; ++k) ok = (static_cast<unsigned char>(s[i + k]) >> 6) == 0x2;
+    if (!ok) {
+      for (char& ch : s)
+        if (static_cast<unsigned char>(ch) >= 0x80) ch = '?';
+      return s;
+    }
+    i += len;
+  }
+  return s;
+}
+
 }  // namespace
 
 namespace {
@@ -177,11 +196,11 @@ std::string symbolize(uintptr_t ret) {
     std::string name = status == 0 && demangled != nullptr ? demangled : function;
     std::free(demangled);
     if (runtime_function(function, name)) return "";
-    return name + " (" + library + ")";
+    return valid_utf8(name + " (" + library + ")");
   }
   uintptr_t base = reinterpret_cast<uintptr_t>(info.dli_fbase);
   std::snprintf(offset, sizeof(offset), "0x%llx", static_cast<unsigned long long>(ret - base));
-  return library + "+" + offset;
+  return valid_utf8(library + "+" + offset);
 }
 
 }  // namespace native_stack

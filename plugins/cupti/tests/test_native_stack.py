@@ -126,6 +126,27 @@ void exported_entry(launch_fn f, unsigned corr) {
 """
 
 
+def test_a_library_whose_file_name_is_not_utf8_is_named_all_the_same(rec, tmp_path):
+    """Python makes a str of every frame name at flush: a byte that is not UTF-8 must not lose the flush."""
+    import ctypes
+    import os
+
+    from proton_core.testing import NoCompiler, build_library
+
+    source = tmp_path / "caller.c"
+    source.write_text(CALLER_C)
+    out = os.path.join(os.fsencode(str(tmp_path)), b"libodd\xff.so")
+    try:
+        lib = build_library(str(source), os.fsdecode(out))
+    except NoCompiler as exc:
+        pytest.skip(str(exc))
+    lib.exported_entry.argtypes = [ctypes.c_void_p, ctypes.c_uint]
+    rec.native_frames(True)
+    launch(rec, lambda c: lib.exported_entry(rec._test_launch_callback_address(), c), "odd")
+    names = frames(paths(rec)["odd"])
+    assert names[-2:] == ["exported_entry (libodd?.so)", "hidden_caller (libodd?.so)"], names[-3:]
+
+
 STATIC_RUNTIME_C = """
 typedef void (*launch_fn)(unsigned);
 __attribute__((noinline, visibility("hidden"))) void cudaFakeLaunch(launch_fn f, unsigned corr) {
