@@ -60,16 +60,15 @@ def python_include() -> str:
     raise BuildError("Python.h not found (install the python3-dev headers)")
 
 
-def build(build_dir: str) -> str:
-    """Compile the floor into ``build_dir``; return that directory (for ``load``)."""
+def _compile(target: str, flags: list[str], libs: list[str]) -> None:
+    """Compile floor.cpp into the shared object ``target`` with ``flags``; a BuildError in one line + log."""
     cxx = os.environ.get("CXX") or shutil.which("c++") or shutil.which("g++")
     if not cxx:
         raise BuildError("no C++ compiler (c++/g++) on PATH")
-    os.makedirs(build_dir, exist_ok=True)
-    target = module_path(build_dir)
-    cmd = [cxx, "-O2", "-shared", "-fPIC", "-std=c++17", f"-I{python_include()}"]
+    os.makedirs(os.path.dirname(target), exist_ok=True)
+    cmd = [cxx, "-O2", "-shared", "-fPIC", "-std=c++17", *flags]
     cmd += [f"-I{d}" for d in include_dirs()]
-    cmd += [SOURCE, "-o", target, "-ldl"]
+    cmd += [SOURCE, "-o", target, *libs]
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     except (OSError, subprocess.SubprocessError) as exc:
@@ -77,27 +76,19 @@ def build(build_dir: str) -> str:
     if proc.returncode != 0 or not os.path.isfile(target):
         log = (proc.stderr or proc.stdout or "").strip()
         raise BuildError(f"compile failed (rc={proc.returncode}): {' '.join(cmd)}\n{log[-4000:]}")
+
+
+def build(build_dir: str) -> str:
+    """Compile the floor into ``build_dir``; return that directory (for ``load``)."""
+    _compile(module_path(build_dir), [f"-I{python_include()}"], ["-ldl"])
     return build_dir
 
 
 def build_injection(build_dir: str) -> str:
     """Compile the floor as an injection library (``-DFLOOR_INJECTION``, no Python) into ``build_dir``;
     return the library's path (for ``CUDA_INJECTION64_PATH``)."""
-    cxx = os.environ.get("CXX") or shutil.which("c++") or shutil.which("g++")
-    if not cxx:
-        raise BuildError("no C++ compiler (c++/g++) on PATH")
-    os.makedirs(build_dir, exist_ok=True)
     target = os.path.join(build_dir, INJECTION_LIBRARY)
-    cmd = [cxx, "-O2", "-shared", "-fPIC", "-std=c++17", "-fvisibility=hidden", "-DFLOOR_INJECTION"]
-    cmd += [f"-I{d}" for d in include_dirs()]
-    cmd += [SOURCE, "-o", target, "-ldl", "-lpthread"]
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
-    except (OSError, subprocess.SubprocessError) as exc:
-        raise BuildError(f"compiler did not run: {exc}") from exc
-    if proc.returncode != 0 or not os.path.isfile(target):
-        log = (proc.stderr or proc.stdout or "").strip()
-        raise BuildError(f"compile failed (rc={proc.returncode}): {' '.join(cmd)}\n{log[-4000:]}")
+    _compile(target, ["-fvisibility=hidden", "-DFLOOR_INJECTION"], ["-ldl", "-lpthread"])
     return target
 
 
