@@ -200,6 +200,8 @@ def exec_or_other(path: str) -> str:
         mine = _holder(claim_file(path)) == os.getpid()
     except OSError:
         mine = False
+    if mine and not os.path.exists(path):
+        return "was claimed by this process before it became this program (exec), and never written"
     return ("was written by this process before it became this program (exec)" if mine
             else "is being written by another running process of this job")
 
