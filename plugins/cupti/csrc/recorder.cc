@@ -64,6 +64,21 @@ struct ContextSlot {
 constexpr unsigned kContextBits = 6;
 constexpr size_t kContextSlots = size_t(1) << kContextBits;
 
+// Native frames on: the paths of a thread's last stacks, direct-mapped by a hash of the stack and the
+// node it hangs under, so launches from a handful of call sites in turn (a model's layers) find theirs
+// without a lock.
+struct NativeSlot {
+  uint32_t gen = 0;  // 0: empty (generations start at 1)
+  uint32_t base = 0;
+  uint64_t hash = 0;
+  uint32_t leaf = 0;
+  std::vector<uintptr_t> pcs;  // as captured, innermost first
+};
+constexpr unsigned kNativeSlotBits = 6;
+struct NativeCache {
+  NativeSlot slots[size_t(1) << kNativeSlotBits];
+};
+
 struct ThreadState {
   ContextSlot contexts[kContextSlots];
   uint32_t tid = 0;
@@ -72,14 +87,14 @@ struct ThreadState {
   uint32_t stack_gen = 0;
   uint64_t leaf_ctx = ~0ull;  // context of leaf_node; ~0: none yet in this generation
   uint32_t leaf_node = 0;
-  // Native frames on: the previous launch's return addresses (innermost first, as captured), those
-  // kept in its path (outermost first) with the trie node after each, and the node they hang under.
-  std::vector<uintptr_t> native_pcs;
+  // Native frames on: paths of recent stacks; the frames kept in the previous new path (outermost
+  // first) with the trie node after each, and the node they hang under, so that a new stack interns
+  // only what follows its first difference from the last one.
+  std::unique_ptr<NativeCache> native_cache;
   std::vector<uintptr_t> native_kept;
   std::vector<uint32_t> native_nodes;
   uint32_t native_gen = 0;
   uint32_t native_base = 0;
-  uint32_t native_leaf = 0;
 };
 thread_local ThreadState tls;
 
@@ -266,23 +281,29 @@ uint32_t Recorder::current_node() {
 // context's node).  The innermost frames of the launch machinery (this extension, libcupti, libcuda,
 // libcudart) are left out, so a path ends at the user's call, and so are the outermost ones of how the
 // process or thread began (libc), so it begins at main or the thread's function.  As with Python
-// frames, each thread keeps its previous stack: the same stack again takes no lock, and only frames past
-// the first difference are interned.  Addresses are only classified here (once each); names come at flush.
+// frames, each thread keeps the paths of its recent stacks: a stack seen lately takes no lock, and of a
+// new one only the frames past its first difference from the last new one are interned.  Addresses are only classified here (once each); names come at flush.
 // Where libunwind gives nothing but launch machinery (a frame it could not step over), glibc's unwinder
 // is asked again.
 uint32_t Recorder::native_frames_node(uint32_t gen, uint32_t base) {
   ThreadState& t = tls;
   uintptr_t pcs[native_stack::kMaxFrames];
   int n = native_stack::capture(pcs, native_stack::kMaxFrames);
+  uint64_t hash = uint64_t(base) * 0xC2B2AE3D27D4EB4Full ^ uint64_t(n);
+  for (int i = 0; i < n; ++i) {
+    hash = (hash ^ pcs[i]) * 0x9E3779B97F4A7C15ull;
+    hash ^= hash >> 29;
+  }
+  if (!t.native_cache) t.native_cache.reset(new NativeCache());
+  NativeSlot& slot = t.native_cache->slots[hash >> (64 - kNativeSlotBits)];
+  if (slot.gen == gen && slot.hash == hash && slot.base == base && slot.pcs.size() == size_t(n) &&
+      std::equal(pcs, pcs + n, slot.pcs.begin()))
+    return slot.leaf;
   if (t.native_gen != gen || t.native_base != base) {
-    t.native_pcs.clear();
     t.native_kept.clear();
     t.native_nodes.clear();
     t.native_gen = gen;
     t.native_base = base;
-    t.native_leaf = base;
-  } else if (size_t(n) == t.native_pcs.size() && std::equal(pcs, pcs + n, t.native_pcs.begin())) {
-    return t.native_leaf;
   }
   const uintptr_t* f = pcs;  // the frames classified and kept: pcs, or glibc's where libunwind fell short
   int m = n;
@@ -312,8 +333,11 @@ uint32_t Recorder::native_frames_node(uint32_t gen, uint32_t base) {
       t.native_nodes.push_back(parent);
     }
   }
-  t.native_pcs.assign(pcs, pcs + n);  // what capture gave: the same again is this path again
-  t.native_leaf = parent;
+  slot.gen = gen;  // what capture gave: the same again is this path again
+  slot.base = base;
+  slot.hash = hash;
+  slot.pcs.assign(pcs, pcs + n);
+  slot.leaf = parent;
   return parent;
 }
 

@@ -249,6 +249,25 @@ def test_stacks_are_per_thread_and_repeat_into_one_node(rec):
     assert not any("start_thread" in n or "clone" in n for n in frames(chain)), frames(chain)[:3]
 
 
+def test_call_sites_in_turn_each_keep_their_path(rec):
+    """Launches from two places in turn: each finds its own path again (the thread's recent stacks)."""
+    rec.native_frames(True)
+    for _ in range(5):
+        launch(rec, rec._test_user_launch, "site_a")
+        launch(rec, rec._test_user_launch_through_libc, "site_b")
+    grown = rec._test_node_count()
+    for _ in range(5):
+        launch(rec, rec._test_user_launch, "site_a")
+        launch(rec, rec._test_user_launch_through_libc, "site_b")
+    assert rec._test_node_count() == grown
+    nodes, records, _, _, _ = rec._test_flush()
+    KNOWN.update({n[0]: n for n in nodes})
+    assert sorted((r[2], r[5]) for r in records) == [("site_a", 10), ("site_b", 10)]
+    leaf = {r[2]: KNOWN[r[1]][3] for r in records}
+    assert leaf["site_a"].startswith(USER + " (") and "qsort" not in leaf["site_a"]
+    assert "libc.so" in leaf["site_b"]  # below test_user_launch_through_libc: qsort's frames
+
+
 def test_switching_off_goes_back_to_contexts_alone(rec):
     rec.native_frames(True)
     rec.set_context(9)
