@@ -5,6 +5,7 @@
 #include <dlfcn.h>
 #include <execinfo.h>
 #include <link.h>
+#include <sys/auxv.h>
 
 #include <algorithm>
 #include <atomic>
@@ -151,7 +152,10 @@ unsigned classify(uintptr_t ret) {
   if (!dladdr(reinterpret_cast<void*>(ret - 1), &info) || info.dli_fname == nullptr) return 0;
   const char* name = base_name(info.dli_fname);
   unsigned mask = 0;
-  if (std::strncmp(name, "libc.so", 7) == 0 || (info.dli_sname != nullptr && std::strcmp(info.dli_sname, "_start") == 0))
+  // _start is where the program was entered (AT_ENTRY), exported or not; it is a few instructions long.
+  static const uintptr_t entry = getauxval(AT_ENTRY);
+  if (std::strncmp(name, "libc.so", 7) == 0 || (entry != 0 && ret - 1 >= entry && ret - 1 < entry + 64) ||
+      (info.dli_sname != nullptr && std::strcmp(info.dli_sname, "_start") == 0))
     mask |= kStart;
 #ifdef PROTON_CUPTI_TESTING
   if (in_test_user_code(ret - 1)) return mask;

@@ -1,10 +1,14 @@
 """context="native" end to end on CPU: the real cupti backend against the simulated driver and CUPTI (tests/sim/),
 launches made by a C library through the simulated libcuda.so.1, whose launch callback goes through the
 simulated libcupti.so into the recorder: the path ends at the library's function, the driver's and
-CUPTI's frames left out by their libraries' names."""
+CUPTI's frames left out by their libraries' names.  Then a CUDA program without Python (tests/sim/
+inject_client.c) under the injection entry point, as ``proton-profile -c native ./prog`` runs it."""
 
 from __future__ import annotations
 
+import glob
+import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -63,10 +67,14 @@ def profile(cuda_sim, tmp_path, library, context):
     return find_all(root, lambda name: name == "kern_native")
 
 
-def test_a_launch_through_the_driver_ends_at_the_callers_function(cuda_sim, tmp_path, user_library):
+def needs_native_context():
     if get_plugins().contexts.get("native") is None:
         pytest.skip("context='native' is not registered: the core's DEFAULT_PLUGINS (proton_core/plugins.py) does "
                     "not list proton_core.contexts.native yet")
+
+
+def test_a_launch_through_the_driver_ends_at_the_callers_function(cuda_sim, tmp_path, user_library):
+    needs_native_context()
     found = profile(cuda_sim, tmp_path, user_library, "native")
     assert sum(node["metrics"]["count"] for _, node in found) == 3
     (path, _), = found
@@ -78,3 +86,33 @@ def test_a_launch_through_the_driver_ends_at_the_callers_function(cuda_sim, tmp_
 def test_the_shadow_context_has_no_frames_against_the_same_driver(cuda_sim, tmp_path, user_library):
     found = profile(cuda_sim, tmp_path, user_library, "shadow")
     assert [(path, node["metrics"]["count"]) for path, node in found] == [(("outer", "kern_native"), 3)]
+
+
+@pytest.mark.parametrize("where", ["main", "on-thread"])
+def test_a_cuda_program_without_python_gets_its_native_stacks(cuda_sim, tmp_path, where):
+    """inject_client.c launches from workload(), called by main() or run on a thread of its own: kernels
+    land under the NVTX ranges, then main / workload or workload alone (how the process or the thread
+    began is left out); a graph's replays under <captured_at> and the capture's own frames."""
+    needs_native_context()
+    injected = pytest.importorskip("proton_cupti.injected", reason="proton_cupti has no injection entry point")
+    reason = injected.unavailable_reason()
+    if reason is not None:
+        pytest.skip(f"the injection entry point cannot run here: {reason}")
+    client = simcuda.build_client(cuda_sim)
+    options = {"name": str(tmp_path / "inj"), "backend": "cupti", "context": "native"}
+    env = dict(os.environ, PROTON_FOLLOW=json.dumps(options))  # what proton-profile gives a command
+    env.update(injected.environment(options))
+    args = [client, "return"] + (["on-thread"] if where == "on-thread" else [])
+    proc = subprocess.run(args, env=simcuda.environment(cuda_sim, env), cwd=tmp_path, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 7, proc.stderr
+    (written,) = glob.glob(str(tmp_path / "inj*.hatchet"))
+    root, _ = load_profile(written)
+    frames = ("main (inject_client)", "workload (inject_client)") if where == "main" else ("workload (inject_client)",)
+    found = {path[-1]: (path, node["metrics"]["count"]) for path, node in find_all(root, lambda n: n.startswith("k_"))}
+    assert found["k_outer"] == (("outer",) + frames + ("k_outer",), 2)
+    assert found["k_inner"] == (("outer", "inner") + frames + ("k_inner",), 3)
+    assert found["k_top"] == (frames + ("k_top",), 1)
+    (graph_path, graph_node), = [(p, n) for p, n in find_all(root, lambda n: n == "g_a")]
+    assert graph_path == ("replay",) + frames + ("<captured_at>", "capture") + frames + ("g_a",)
+    assert graph_node["metrics"]["count"] == 2
