@@ -387,6 +387,22 @@ class RecorderPlugin:
         register("cupti_recorder", RecorderBackend, priority=0, description="the cupti recorder without CUPTI")
 
 
+def test_the_backend_captures_while_any_session_wants_native_stacks(rec):
+    backend = RecorderBackend()
+    backend.native_frames(1, True)
+    backend.native_frames(2, True)
+    backend.native_frames(1, False)  # session 2 still wants them
+    launch(rec, rec._test_user_launch, "two")
+    backend.native_frames(2, False)
+    launch(rec, rec._test_user_launch, "none")
+    backend.native_frames(3, True)
+    backend.stop()  # the recorder outlives the backend: the next one starts without
+    launch(rec, rec._test_user_launch, "stopped")
+    got = paths(rec)
+    assert frames(got["two"])[-1].startswith(USER)
+    assert frames(got["none"]) == [] and frames(got["stopped"]) == []
+
+
 @pytest.fixture
 def native_sessions():
     native_source()  # skips until the core lists context="native" among its built-ins

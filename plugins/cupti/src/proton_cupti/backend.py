@@ -8,6 +8,7 @@ sessions start/stop, activation changes, a thread's scope changes
 from __future__ import annotations
 
 import os
+import threading
 
 from proton_core.plugin_api import Backend, BackendUnavailable, Batch, ProtonError, internal_paths, register_internal_path
 from proton_core.plugin_api import warn
@@ -16,6 +17,9 @@ from . import libsearch
 from . import pcsampling
 
 register_internal_path(os.path.dirname(os.path.abspath(__file__)))
+
+#: Guards the sessions that want native call stacks (CuptiBackend.native_frames), of the one recorder.
+_NATIVE_LOCK = threading.Lock()
 
 #: What CUPTI says when another client (torch.profiler, Nsight) holds its one subscription.
 CONFLICT = "MULTIPLE_SUBSCRIBERS"
@@ -147,17 +151,21 @@ class CuptiBackend(Backend):
 
     def native_frames(self, session_id, on):
         """context="native" (proton_core.contexts.native): capture each launch's native call stack while at
-        least one session wants it; the recorder files it below the thread's context, names at flush."""
-        before = bool(self._native_sessions)
-        self._native_sessions = (self._native_sessions | {session_id}) if on else (self._native_sessions - {session_id})
-        if bool(self._native_sessions) != before:
-            self.native.native_frames(bool(self._native_sessions))
+        least one session wants it; the recorder files it below the thread's context, names at flush.
+        Sessions start and finish on any thread (the core calls this outside its lock)."""
+        with _NATIVE_LOCK:
+            before = bool(self._native_sessions)
+            wanted = self._native_sessions
+            self._native_sessions = (wanted | {session_id}) if on else (wanted - {session_id})
+            if bool(self._native_sessions) != before:
+                self.native.native_frames(bool(self._native_sessions))
 
     def stop(self):
         self._pcs = None
-        if self._native_sessions:
-            self._native_sessions = frozenset()
-            self.native.native_frames(False)  # the recorder outlives this backend: the next start begins without
+        with _NATIVE_LOCK:
+            if self._native_sessions:
+                self._native_sessions = frozenset()
+                self.native.native_frames(False)  # the recorder outlives this backend: the next start begins without
         if self._started:
             self.native.stop()
             self._started = False
