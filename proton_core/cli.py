@@ -66,7 +66,7 @@ options (before the program; everything after it is passed to the program):
   -n, --name NAME           output path without extension (default: proton)
   -b, --backend NAME        cupti, roctracer, instrumentation, host, ... (default:
                             PROTON_BACKEND, [tool.proton] in pyproject.toml, then auto)
-  -c, --context NAME        shadow (scopes, default) or python (call stacks)
+  -c, --context NAME        shadow (scopes, default), python (call stacks) or native (native call stacks, cupti)
   -m, --mode MODE           backend mode, or periodic_flushing[:interval=S][:launches=N] to
                             write each phase to NAME.part_<N> as the run goes
   -d, --data KIND           tree (aggregated, default) or trace (every event)

@@ -129,6 +129,7 @@ class Manager:
             state.backend.set_context(THREAD.current)
             installed = []
             try:
+                base.install(session)  # a base source the backend must help (context="native") says here if it cannot
                 for _, layer in layer_objs:
                     layer.install(session)
                     installed.append(layer)
@@ -367,6 +368,7 @@ class Manager:
             session.active = False
             for _, layer in session.layers:
                 layer.uninstall(session)
+            session.base.uninstall(session)
             state = session.backend_state
             state.sessions.remove(session)
             if state.sessions:

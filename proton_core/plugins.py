@@ -40,6 +40,7 @@ DEFAULT_PLUGINS = (
     "proton_core.backends.host",
     "proton_core.contexts.shadow",
     "proton_core.contexts.python",
+    "proton_core.contexts.native",
 )
 #: Built-ins every session needs (the fallback backend, the base contexts, the default format).
 ESSENTIAL = frozenset({"host", "shadow", "python", "hatchet"})

@@ -10,7 +10,6 @@ it: the capture costs microseconds per launch (``benchmarks/native_stack_cost.py
 
 from __future__ import annotations
 
-from .. import log
 from ..context import THREAD, TREE
 from ..errors import ProtonError
 from ..plugins import hookimpl
@@ -59,21 +58,3 @@ def unsupported(backend: str) -> str:
 def proton_register_contexts(register):
     register("native", NativeContext, base=True,
              description="annotated scopes, then the native call stack of each launch (cupti backend)")
-
-
-# The core installs layered sources, not the base one: these hooks do it for a native session.  The
-# session is already running here, so a backend without native stacks gets a warning, not an error: the
-# session goes on as a shadow one would (an error now would leave it open, to be written at exit).
-@hookimpl
-def proton_session_started(session):
-    if isinstance(session.base, NativeContext):
-        try:
-            session.base.install(session)
-        except ProtonError as exc:
-            log.warn(f"{exc}; session {session.id} records scopes without native frames")
-
-
-@hookimpl
-def proton_session_finalizing(session):
-    if isinstance(session.base, NativeContext):
-        session.base.uninstall(session)

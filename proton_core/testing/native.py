@@ -21,13 +21,14 @@ class NoCompiler(RuntimeError):
     """There is no C compiler here to build the test library."""
 
 
-def build_library(source: str, out: str, *flags: str) -> ctypes.CDLL:
-    """``cc -shared -fPIC -O2 -o out source flags...``, loaded; NoCompiler where there is no cc."""
+def build_library(source: str, out: str, *flags: str, load: bool = True) -> ctypes.CDLL | None:
+    """``cc -shared -fPIC -O2 -o out source flags...``, loaded (``load=False``: only built, for another process:
+    what it links, a simulated driver, must not enter this one); NoCompiler where there is no cc."""
     cc = shutil.which("cc") or shutil.which("gcc")
     if cc is None:
         raise NoCompiler(f"no C compiler (cc) to build {source}")
     subprocess.run([cc, "-shared", "-fPIC", "-O2", "-o", out, source, *flags], check=True)
-    return ctypes.CDLL(out)
+    return ctypes.CDLL(out) if load else None
 
 
 def native_context_capsule(lib: ctypes.CDLL, symbol: str):

@@ -51,7 +51,8 @@ def user_library(cuda_sim, tmp_path_factory):
     source.write_text(USER_C)
     out = str(folder / "libuser.so")
     try:
-        build_library(str(source), out, f"-L{cuda_sim}", "-l:" + simcuda.DRIVER, f"-Wl,-rpath,{cuda_sim}")
+        # Built only: loaded here, it would bring the simulated libcuda.so.1 into the test process.
+        build_library(str(source), out, f"-L{cuda_sim}", "-l:" + simcuda.DRIVER, f"-Wl,-rpath,{cuda_sim}", load=False)
     except NoCompiler as exc:
         pytest.skip(str(exc))
     return out
