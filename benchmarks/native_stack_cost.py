@@ -93,7 +93,8 @@ def native_context_registered() -> None:
 
 def window(cupti, proton, profiler, n, depth, path) -> float:
     if profiler != "none":
-        proton.start(path, backend="cupti", context=profiler)
+        window.count = getattr(window, "count", 0) + 1  # a file per window: none replaces another's
+        proton.start(f"{path}{window.count}", backend="cupti", context=profiler)
     cupti._test_user_noop_launches(n, depth)  # warm: the first launches intern their stacks
     t = time.perf_counter()
     error = cupti._test_user_noop_launches(n, depth)

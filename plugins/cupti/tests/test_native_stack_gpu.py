@@ -18,7 +18,7 @@ from proton_core.testing import get_plugins
 
 pytestmark = pytest.mark.gpu
 
-CALLER = "proton_cupti::test_user_noop_launches("
+CALLER = "proton_cupti::test_user_noop_launches"  # then "(" or an ABI tag ("[abi:cxx11](")
 
 PROGRAM = """
     import proton_core as proton
