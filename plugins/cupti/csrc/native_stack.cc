@@ -56,11 +56,12 @@ bool in_test_user_code(uintptr_t pc) {
 
 // The CUDA runtime linked into the program (nvcc links libcudart_static by default) and the launch stubs
 // nvcc writes: no library tells them from the user's code, their names do.  Runtime API functions are
-// cuda<Capital>... (cudaLaunchKernel, its inline template wrappers too), its internals __cudart...
+// cuda<Capital>... (cudaLaunchKernel, its inline template wrappers too), its internals __cudart... and
+// libcudart_static_<hash>...
 bool runtime_function(const std::string& mangled, const std::string& name) {
   if (mangled.compare(0, 8, "__cudart") == 0 || mangled.compare(0, 15, "__device_stub__") == 0 ||
-      name.compare(0, 15, "__device_stub__") == 0)
-    return true;
+      name.compare(0, 15, "__device_stub__") == 0 || mangled.compare(0, 17, "libcudart_static_") == 0)
+    return true;  // libcudart_static_<hash>: the static runtime's local functions, seen on an H200 (CUDA 13)
   return name.size() > 4 && name.compare(0, 4, "cuda") == 0 && name[4] >= 'A' && name[4] <= 'Z';
 }
 

@@ -149,8 +149,12 @@ def test_a_library_whose_file_name_is_not_utf8_is_named_all_the_same(rec, tmp_pa
 
 STATIC_RUNTIME_C = """
 typedef void (*launch_fn)(unsigned);
+__attribute__((noinline)) static void libcudart_static_0123abcd(launch_fn f, unsigned corr) {
+  f(corr);  /* the static runtime's local functions (named so in CUDA 13's libcudart_static) */
+  __asm__ volatile("" ::: "memory");
+}
 __attribute__((noinline, visibility("hidden"))) void cudaFakeLaunch(launch_fn f, unsigned corr) {
-  f(corr);  /* libcudart_static's cudaLaunchKernel, linked into the program */
+  libcudart_static_0123abcd(f, corr);  /* libcudart_static's cudaLaunchKernel, linked into the program */
   __asm__ volatile("" ::: "memory");
 }
 __attribute__((noinline, visibility("hidden"))) void __device_stub__Z4stubv(launch_fn f, unsigned corr) {
@@ -185,7 +189,7 @@ def test_the_cuda_runtime_linked_into_the_program_is_left_out(rec, tmp_path):
     launch(rec, lambda c: lib.program_main(rec._test_launch_callback_address(), c), "static_rt")
     names = frames(paths(rec)["static_rt"])
     # Named "" at flush: the stub and the runtime's launch, below the user's function.
-    assert names[-4:] == ["program_main (libprogram.so)", "user_step (libprogram.so)", "", ""], names[-5:]
+    assert names[-5:] == ["program_main (libprogram.so)", "user_step (libprogram.so)", "", "", ""], names[-6:]
 
 
 def test_the_native_context_spells_frames_after_the_scopes_and_leaves_out_unnamed_ones():
