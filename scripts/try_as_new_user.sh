@@ -7,7 +7,9 @@
 #     .newuser/matmul.py, never committed (carry it: run's carry ["gpu_wheels", ".newuser"]);
 #   - examples/llama_training.py, a transformers Llama from a config, under `proton-profile --hook torch`;
 #   - examples/jax_scopes.py, a jitted function with three named scopes compiled before start() (XLA fuses
-#     two of them into one Triton kernel).
+#     two of them into one Triton kernel);
+#   - CUPTI's own injection sample target, a CUDA program without Python (threads, streams, every GPU), under
+#     `proton-profile ./complex_target`, its kernel counts against the bare-CUPTI floor's.
 # Logs and the viewer's output go to $OUT/new_user. Exit status: the number of programs that failed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -37,6 +39,8 @@ if ! OUT="$LOG/install" bash scripts/gpu_check.sh --no-tests > "$LOG/install.log
 fi
 echo "installed into a fresh venv: $(python -c 'import proton_core; print(proton_core.__version__)')"
 failed=0
+# TRY_ONLY=name,name runs only those programs (matmul, llama, jax, cuda); all by default.
+want() { [ -z "${TRY_ONLY:-}" ] || [[ ",$TRY_ONLY," == *",$1,"* ]]; }
 run_check() {  # name, profile (no extension), then the python check reading it, in the current directory
   local name=$1 profile=$2 check=$3
   if python - "$profile" <<<"$check" >> "$LOG/$name.log" 2>&1; then
@@ -59,7 +63,9 @@ nodes = list(walk(root))
 
 # Triton: upstream's tutorial, as its docstring runs it
 mkdir -p "$work/triton" && cd "$work/triton"
-if [ -f "$src/.newuser/matmul.py" ]; then
+if ! want matmul; then
+  :
+elif [ -f "$src/.newuser/matmul.py" ]; then
   # The tutorial's launch_metadata reads metadata.cluster_dims, which triton 3.6's KernelMetadata lacks
   # (upstream's own mismatch, not the profiler's): read as 1x1x1 where absent.
   sed -e 's/^import triton.profiler as proton$/import proton_core as proton/' \
@@ -84,7 +90,9 @@ fi
 
 # PyTorch: a transformers model under the command line, hook="torch"
 mkdir -p "$work/torch" && cd "$work/torch"
-if proton-profile --name llama --hook torch "$work/proton/examples/llama_training.py" > "$LOG/llama_run.log" 2>&1; then
+if ! want llama; then
+  :
+elif proton-profile --name llama --hook torch "$work/proton/examples/llama_training.py" > "$LOG/llama_run.log" 2>&1; then
   proton-view -m time/ms llama.hatchet > "$LOG/llama_view.txt" 2>&1
   run_check llama llama "$COMMON"'
 kernels = [(p, n) for p, n in nodes if not n["children"] and "count" in n["metrics"]]
@@ -100,7 +108,9 @@ fi
 
 # JAX: compiled before start(), no registration
 mkdir -p "$work/jax" && cd "$work/jax"
-if XLA_PYTHON_CLIENT_PREALLOCATE=false python "$work/proton/examples/jax_scopes.py" jax_scopes > "$LOG/jax_run.log" 2>&1; then
+if ! want jax; then
+  :
+elif XLA_PYTHON_CLIENT_PREALLOCATE=false python "$work/proton/examples/jax_scopes.py" jax_scopes > "$LOG/jax_run.log" 2>&1; then
   proton-view -m time/us jax_scopes.hatchet > "$LOG/jax_view.txt" 2>&1
   run_check jax jax_scopes "$COMMON"'
 under = {}
@@ -116,5 +126,46 @@ assert "activate" in under or any("activate" in p[-1] and "normalize" in p for p
 print("jit(layer): " + ", ".join(f"{s} {len(c)} kernel(s) x {max(c)} launches" for s, c in sorted(under.items())))'
 else
   echo "FAIL jax: the program did not run"; tail -5 "$LOG/jax_run.log"; failed=$((failed + 1))
+fi
+# A CUDA program without Python, written by NVIDIA, not for us: CUPTI's own injection sample target
+# (extras/CUPTI/samples/profiling_injection/complex_target.cu: a stream per kernel, a thread per GPU), built
+# with nvcc, run under the bare-CUPTI floor (as an injection library) and under `proton-profile ./program`:
+# the same kernels, counted the same, on every GPU.
+mkdir -p "$work/cuda" && cd "$work/cuda"
+sample=$(ls "${CUDA_HOME:-/usr/local/cuda}"/extras/CUPTI/samples/profiling_injection/complex_target.cu 2>/dev/null)
+if ! want cuda; then
+  :
+elif [ -z "$sample" ]; then
+  echo "FAIL cuda: no CUPTI sample complex_target.cu in the CUDA toolkit here"; failed=$((failed + 1))
+elif ! nvcc -O2 -o complex_target "$sample" -I"$(dirname "$sample")/../common" > "$LOG/cuda_build.log" 2>&1; then
+  echo "FAIL cuda: nvcc could not build the sample"; tail -5 "$LOG/cuda_build.log"; failed=$((failed + 1))
+elif ! (cd "$work/proton" && python -c '
+import subprocess, sys
+from benchmarks.floor import build
+lib = build.build_injection(sys.argv[1] + "/floor")
+subprocess.run([sys.argv[1] + "/complex_target"], env=build.injection_environment(lib, sys.argv[1] + "/floor.json"),
+               check=True, stdout=subprocess.DEVNULL)' "$work/cuda") > "$LOG/cuda_floor.log" 2>&1; then
+  echo "FAIL cuda: the sample did not run under the floor"; tail -5 "$LOG/cuda_floor.log"; failed=$((failed + 1))
+elif proton-profile -n cplx ./complex_target > "$LOG/cuda_run.log" 2>&1 && mv cplx.pid*.hatchet cplx.hatchet; then
+  proton-view -m time/us,count cplx.hatchet > "$LOG/cuda_view.txt" 2>&1
+  run_check cuda cplx "$COMMON"'
+import json, subprocess
+floor = json.load(open("floor.json"))
+kernels = [(p, n) for p, n in nodes if not n["children"] and "count" in n["metrics"]]
+ours = {}
+for p, n in kernels:
+    ours[p[-1]] = ours.get(p[-1], 0) + int(n["metrics"]["count"])
+names = list(floor["per_kernel"])  # as CUPTI gives them (mangled); the profile names them demangled
+plain = subprocess.run(["c++filt"], input="\n".join(names), capture_output=True, text=True).stdout.split("\n")
+want = {}
+for raw, name in zip(names, plain):
+    want[name] = want.get(name, 0) + int(floor["per_kernel"][raw])
+assert ours == want, (ours, want)
+gpus = len([l for l in subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True).stdout.splitlines() if l.startswith("GPU ")])
+devices = {n["metrics"].get("device_id") for _, n in kernels}
+assert len(devices) == gpus, (devices, gpus)
+print(f"{sum(ours.values())} launches of {sorted(ours)} on {len(devices)} GPU(s), equal to the floor per kernel")'
+else
+  echo "FAIL cuda: proton-profile ./complex_target did not run"; tail -5 "$LOG/cuda_run.log"; failed=$((failed + 1))
 fi
 exit $failed
