@@ -137,7 +137,7 @@ if ! want cuda; then
   :
 elif [ -z "$sample" ]; then
   echo "FAIL cuda: no CUPTI sample complex_target.cu in the CUDA toolkit here"; failed=$((failed + 1))
-elif ! nvcc -O2 -o complex_target "$sample" -I"$(dirname "$sample")/../common" > "$LOG/cuda_build.log" 2>&1; then
+elif ! nvcc -O2 -o complex_target "$sample" -I"$(dirname "$sample")/../common" -lcuda > "$LOG/cuda_build.log" 2>&1; then
   echo "FAIL cuda: nvcc could not build the sample"; tail -5 "$LOG/cuda_build.log"; failed=$((failed + 1))
 elif ! (cd "$work/proton" && python -c '
 import subprocess, sys
