@@ -155,11 +155,14 @@ kernels = [(p, n) for p, n in nodes if not n["children"] and "count" in n["metri
 ours = {}
 for p, n in kernels:
     ours[p[-1]] = ours.get(p[-1], 0) + int(n["metrics"]["count"])
-names = list(floor["per_kernel"])  # as CUPTI gives them (mangled); the profile names them demangled
-plain = subprocess.run(["c++filt"], input="\n".join(names), capture_output=True, text=True).stdout.split("\n")
-want = {}
-for raw, name in zip(names, plain):
-    want[name] = want.get(name, 0) + int(floor["per_kernel"][raw])
+def plain(counts):  # both as CUPTI names them (mangled), compared demangled
+    names = list(counts)
+    out = subprocess.run(["c++filt"], input="\n".join(names), capture_output=True, text=True).stdout.split("\n")
+    merged = {}
+    for raw, name in zip(names, out):
+        merged[name] = merged.get(name, 0) + int(counts[raw])
+    return merged
+ours, want = plain(ours), plain(floor["per_kernel"])
 assert ours == want, (ours, want)
 gpus = len([l for l in subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True).stdout.splitlines() if l.startswith("GPU ")])
 devices = {n["metrics"].get("device_id") for _, n in kernels}
