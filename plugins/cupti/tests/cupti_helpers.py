@@ -68,3 +68,24 @@ class CorrelationIds:
     def __call__(self) -> int:
         self.next += 1
         return self.next
+
+
+def recorder_backend(native):
+    """The cupti backend minus the driver and libcupti, over the test bindings' recorder ``native``: configured,
+    switched and flushed by its own methods (the contract suite, the native-stack sessions)."""
+    from proton_cupti.backend import CuptiBackend, batch_from
+
+    class RecorderBackend(CuptiBackend):
+        def __init__(self) -> None:  # skips the driver and libcupti checks on purpose
+            self.native = native
+            self._devices = {}
+            self._started = False
+            self.context_setter = native.set_context
+
+        def start(self, mode):
+            native._test_reset()
+
+        def flush(self):
+            return batch_from(*native._test_flush(), self._devices, lambda device: {})
+
+    return RecorderBackend

@@ -16,21 +16,10 @@ _cupti = pytest.importorskip("proton_cupti._cupti", reason="proton-profiler-cupt
 pytestmark = pytest.mark.skipif(not hasattr(_cupti, "_test_reset"),
                                 reason="proton_cupti._cupti was built without PROTON_CUPTI_TESTING=ON")
 
-from proton_cupti.backend import CuptiBackend, batch_from  # noqa: E402
+from cupti_helpers import recorder_backend  # noqa: E402
 
 
-class RecorderBackend(CuptiBackend):
-    """The cupti backend minus the driver and libcupti: its recorder, configured by its own methods."""
-
-    def __init__(self) -> None:  # skips the driver and libcupti checks on purpose
-        self.native = _cupti
-        self._devices = {}
-        self._started = False
-        self.context_setter = _cupti.set_context
-
-    def flush(self):
-        nodes, records, events, dropped, devices = _cupti._test_flush()
-        return batch_from(nodes, records, events, dropped, devices, self._devices, lambda device: {})
+RecorderBackend = recorder_backend(_cupti)
 
 
 class RecorderDriver(Driver):

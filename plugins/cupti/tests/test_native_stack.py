@@ -365,23 +365,10 @@ def test_glibc_backtrace_where_libunwind_is_not_wanted_gives_the_same_path():
 # ---- through a session: context="native" and the backend's switch ----
 from proton_core import hookimpl  # noqa: E402
 import proton_core as proton  # noqa: E402
-from proton_cupti.backend import CuptiBackend, batch_from  # noqa: E402
+from cupti_helpers import recorder_backend  # noqa: E402
 
 
-class RecorderBackend(CuptiBackend):
-    """The cupti backend minus the driver and libcupti: its recorder, switched by its own methods."""
-
-    def __init__(self) -> None:  # skips the driver and libcupti checks on purpose
-        self.native = _cupti
-        self._devices = {}
-        self._started = False
-        self.context_setter = _cupti.set_context
-
-    def start(self, mode):
-        _cupti._test_reset()
-
-    def flush(self):
-        return batch_from(*_cupti._test_flush(), self._devices, lambda device: {})
+RecorderBackend = recorder_backend(_cupti)
 
 
 class RecorderPlugin:
