@@ -62,7 +62,8 @@ def make_loops(torch, n):
 
 def window(name, loop, depth, units):
     prof = profilers.make(name)
-    prof.start(os.path.join("/tmp", f"proton_launch_cost_{os.getpid()}"))
+    window.count = getattr(window, "count", 0) + 1  # a file per window: none replaces another's
+    prof.start(os.path.join("/tmp", f"proton_launch_cost_{os.getpid()}_{window.count}"))
     at_depth(depth, loop)  # warm: first launches intern their stacks
     t = time.perf_counter()
     at_depth(depth, loop)
