@@ -18,8 +18,9 @@ import os
 from . import OPTIONS_VAR, after_start, decode
 
 
-def start_from_environment() -> int | None:
-    options = decode(os.environ.get(OPTIONS_VAR, ""))
+def start_from_environment(text: str | None = None) -> int | None:
+    """Start the session of ``text`` (default: ``PROTON_FOLLOW``); one line where it is not session options."""
+    options = decode(os.environ.get(OPTIONS_VAR, "") if text is None else text)
     if options is None:
         write_stderr(f"proton: {OPTIONS_VAR} is not a JSON object of session options; this process runs unprofiled\n")
         return None
@@ -37,11 +38,7 @@ def start_in_program(follow_children: bool = True) -> int | None:
     text = os.environ.get(OPTIONS_VAR, "")
     if not follow_children:
         disarm()
-    options = decode(text)
-    if options is None:
-        write_stderr(f"proton: {OPTIONS_VAR} is not a JSON object of session options; this process runs unprofiled\n")
-        return None
-    return start(options)
+    return start_from_environment(text)
 
 
 def extension(options: dict) -> str:

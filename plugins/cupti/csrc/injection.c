@@ -118,11 +118,16 @@ static void restore_var(struct saved_var* s) {
   }
 }
 
-static void write_profile(void) {
+/* Writes the profile once, from the process that booted: `code` is the Python half's call (at_exit, before_exec). */
+static void write_once(const char* code) {
   if (state != BOOTED || written || getpid() != boot_pid) return;
   writing = 1;
-  run_python("import proton_cupti.injected as _proton_injected\n_proton_injected.at_exit()\n");
+  run_python(code);
   written = 1;
+}
+
+static void write_profile(void) {
+  write_once("import proton_cupti.injected as _proton_injected\n_proton_injected.at_exit()\n");
 }
 
 static void at_exit(void) {
@@ -245,10 +250,7 @@ typedef int (*execv_fn)(const char*, char* const[]);
 typedef int (*fexecve_fn)(int, char* const[], char* const[]);
 
 static void before_exec(void) {
-  if (state != BOOTED || written || getpid() != boot_pid) return;
-  writing = 1;
-  run_python("import proton_cupti.injected as _proton_injected\n_proton_injected.before_exec()\n");
-  written = 1;
+  write_once("import proton_cupti.injected as _proton_injected\n_proton_injected.before_exec()\n");
 }
 
 #define NEXT(type, name) ((type)dlsym(RTLD_NEXT, name))

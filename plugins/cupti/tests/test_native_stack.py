@@ -126,21 +126,29 @@ void exported_entry(launch_fn f, unsigned corr) {
 """
 
 
-def test_a_library_whose_file_name_is_not_utf8_is_named_all_the_same(rec, tmp_path):
-    """Python makes a str of every frame name at flush: a byte that is not UTF-8 must not lose the flush."""
+def c_caller(tmp_path, code: str, out: str, entry: str, *flags: str):
+    """``code`` built into the library ``out`` (skipped where there is no compiler), its ``entry(launch_fn,
+    corr)`` ready to call: a C caller whose frames the recorder must name."""
     import ctypes
-    import os
 
     from proton_core.testing import NoCompiler, build_library
 
-    source = tmp_path / "caller.c"
-    source.write_text(CALLER_C)
-    out = os.path.join(os.fsencode(str(tmp_path)), b"libodd\xff.so")
+    source = tmp_path / (entry + ".c")
+    source.write_text(code)
     try:
-        lib = build_library(str(source), os.fsdecode(out))
+        lib = build_library(str(source), out, *flags)
     except NoCompiler as exc:
         pytest.skip(str(exc))
-    lib.exported_entry.argtypes = [ctypes.c_void_p, ctypes.c_uint]
+    getattr(lib, entry).argtypes = [ctypes.c_void_p, ctypes.c_uint]
+    return lib
+
+
+def test_a_library_whose_file_name_is_not_utf8_is_named_all_the_same(rec, tmp_path):
+    """Python makes a str of every frame name at flush: a byte that is not UTF-8 must not lose the flush."""
+    import os
+
+    out = os.path.join(os.fsencode(str(tmp_path)), b"libodd\xff.so")
+    lib = c_caller(tmp_path, CALLER_C, os.fsdecode(out), "exported_entry")
     rec.native_frames(True)
     launch(rec, lambda c: lib.exported_entry(rec._test_launch_callback_address(), c), "odd")
     names = frames(paths(rec)["odd"])
@@ -174,17 +182,7 @@ void program_main(launch_fn f, unsigned corr) {
 
 def test_the_cuda_runtime_linked_into_the_program_is_left_out(rec, tmp_path):
     """nvcc links libcudart_static into the program: its frames (and nvcc's launch stubs) go by their names."""
-    import ctypes
-
-    from proton_core.testing import NoCompiler, build_library
-
-    source = tmp_path / "program.c"
-    source.write_text(STATIC_RUNTIME_C)
-    try:
-        lib = build_library(str(source), str(tmp_path / "libprogram.so"))
-    except NoCompiler as exc:
-        pytest.skip(str(exc))
-    lib.program_main.argtypes = [ctypes.c_void_p, ctypes.c_uint]
+    lib = c_caller(tmp_path, STATIC_RUNTIME_C, str(tmp_path / "libprogram.so"), "program_main")
     rec.native_frames(True)
     launch(rec, lambda c: lib.program_main(rec._test_launch_callback_address(), c), "static_rt")
     names = frames(paths(rec)["static_rt"])
@@ -201,18 +199,8 @@ def test_the_native_context_spells_frames_after_the_scopes_and_leaves_out_unname
 @pytest.mark.parametrize("strip", [False, True], ids=["with_symtab", "stripped"])
 def test_functions_the_dynamic_symbols_leave_out_are_named_from_the_files_symtab(rec, tmp_path, strip):
     """A program linked without -rdynamic exports none of its functions: their names come from .symtab."""
-    import ctypes
-
-    from proton_core.testing import NoCompiler, build_library
-
-    source = tmp_path / "caller.c"
-    source.write_text(CALLER_C)
     name = f"libnative_caller_{int(strip)}.so"
-    try:
-        lib = build_library(str(source), str(tmp_path / name), *(["-s"] if strip else []))
-    except NoCompiler as exc:
-        pytest.skip(str(exc))
-    lib.exported_entry.argtypes = [ctypes.c_void_p, ctypes.c_uint]
+    lib = c_caller(tmp_path, CALLER_C, str(tmp_path / name), "exported_entry", *(["-s"] if strip else []))
     rec.native_frames(True)
     launch(rec, lambda c: lib.exported_entry(rec._test_launch_callback_address(), c), "from_c")
     names = frames(paths(rec)["from_c"])
